@@ -1,0 +1,161 @@
+"""Capture files in and out: classic pcap and pcapng readers and writers.
+
+pcapgro does not use dpkt's pcap/pcapng Reader/Writer on the hot path (they
+lose the original length, interfaces, nanoseconds and comments, and are
+slow); :mod:`.pcap` and :mod:`.pcapng` read 1 MiB chunks and decode records
+with precompiled ``struct.Struct.unpack_from``, and write through a list
+joined into >= 1 MiB writes.
+
+* :func:`open_reader` -- ``path`` or ``'-'`` (stdin) -> a reader (format
+  detected from the magic, without seeking, so pipes work).
+* :func:`open_writer` -- ``path`` or ``'-'`` (stdout), ``'pcap'|'pcapng'``
+  -> a writer; a file is written to a temp file beside the target and
+  renamed into place by ``close()`` (``abort()`` removes it).
+
+Readers: iterable of events (:mod:`pcapgro.record`), plus ``batches()``
+(lists of events), attributes ``format``, ``nanosecond``, ``bytes_read``,
+``packets``, ``packet_bytes``; ``close()``.
+Writers: ``write(event)``, ``write_batch(events)``, ``close()``,
+``abort()``; attributes ``format``, ``packets``, ``packet_bytes``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+from ..errors import UnusableInput
+from ._stream import read_head
+from .pcap import PcapReader, PcapWriter, PCAP_MAGICS
+from .pcapng import PcapngReader, PcapngWriter, PCAPNG_MAGIC
+
+__all__ = ["open_reader", "open_writer", "PcapReader", "PcapWriter",
+           "PcapngReader", "PcapngWriter", "FORMATS", "format_for_path"]
+
+FORMATS = ("pcap", "pcapng")
+
+
+def open_reader(path):
+    """Open a capture for reading.
+
+    Args:
+        path: file path (str / PathLike) or ``'-'`` for standard input.
+    Returns:
+        a :class:`PcapReader` or :class:`PcapngReader` (chosen by the first
+        four bytes, read without seeking).
+    Raises:
+        UnusableInput: cannot open, empty, or neither pcap nor pcapng.
+    """
+    name = "stdin" if path == "-" else os.fspath(path)
+    if path == "-":
+        f = sys.stdin.buffer
+    else:
+        try:
+            f = open(path, "rb", buffering=0)
+        except OSError as e:
+            raise UnusableInput(f"cannot open {name}: {e.strerror or e}") from None
+    try:
+        try:
+            head = read_head(f, 4)
+        except OSError as e:
+            raise UnusableInput(f"cannot read {name}: {e.strerror or e}") from None
+        if not head:
+            raise UnusableInput(f"{name}: empty input")
+        if head == PCAPNG_MAGIC:
+            return PcapngReader(f, head, name)
+        if head in PCAP_MAGICS:
+            return PcapReader(f, head, name)
+        raise UnusableInput(f"{name}: not a pcap or pcapng file (starts with 0x{head.hex()})")
+    except BaseException:
+        if f is not sys.stdin.buffer:
+            f.close()
+        raise
+
+
+def format_for_path(path, default):
+    """Output format for ``path``: '.pcapng' -> 'pcapng', '.pcap' -> 'pcap',
+    anything else (and '-') -> ``default``."""
+    p = os.fspath(path).lower()
+    if p.endswith(".pcapng"):
+        return "pcapng"
+    if p.endswith(".pcap"):
+        return "pcap"
+    return default
+
+
+def open_writer(path, fmt, nanosecond=None, byteorder=None):
+    """Open a capture for writing.
+
+    Args:
+        path:       file path or ``'-'`` for standard output.  A file is
+                    written as a temp file in the same directory and renamed
+                    to ``path`` by ``close()``; ``abort()`` removes it.
+        fmt:        'pcap' or 'pcapng'.
+        nanosecond: pcap only: True/False force the resolution, None = from
+                    the first Interface event.
+        byteorder:  None = as the input's sections ('<'/'>'/'=' to force).
+    Returns:
+        a :class:`PcapWriter` or :class:`PcapngWriter`.
+    Raises:
+        UnusableInput: unknown format, or the directory is not writable.
+    """
+    if fmt not in FORMATS:
+        raise UnusableInput(f"unknown output format {fmt!r} (pcap or pcapng)")
+    if path == "-":
+        f = sys.stdout.buffer
+        tmp = None
+    else:
+        path = os.fspath(path)
+        d = os.path.dirname(os.path.abspath(path))
+        try:
+            fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(path) + ".",
+                                       suffix=".part")
+        except OSError as e:
+            raise UnusableInput(f"cannot write {path}: {e.strerror or e}") from None
+        mask = os.umask(0)
+        os.umask(mask)
+        try:
+            os.fchmod(fd, 0o666 & ~mask)
+        except OSError:
+            pass
+        f = os.fdopen(fd, "wb", buffering=0)
+    if fmt == "pcap":
+        w = PcapWriter(f, nanosecond=nanosecond, byteorder=byteorder)
+    else:
+        w = PcapngWriter(f, byteorder=byteorder)
+
+    if tmp is None:
+        def on_close():
+            try:
+                f.flush()
+            except BrokenPipeError:
+                raise
+            except OSError as e:
+                raise UnusableInput(f"cannot write output: {e.strerror or e}") from None
+        on_abort = on_close
+    else:
+        def on_close():
+            f.close()
+            try:
+                os.replace(tmp, path)
+            except OSError as e:
+                _unlink(tmp)
+                raise UnusableInput(f"cannot write {path}: {e.strerror or e}") from None
+
+        def on_abort():
+            try:
+                f.close()
+            except OSError:
+                pass
+            _unlink(tmp)
+    w._on_close = on_close
+    w._on_abort = on_abort
+    return w
+
+
+def _unlink(p):
+    try:
+        os.unlink(p)
+    except OSError:
+        pass

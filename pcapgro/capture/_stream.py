@@ -1,0 +1,151 @@
+"""Buffered byte input and output shared by the pcap and pcapng readers/writers.
+
+Input is read in big chunks (1 MiB) and records are decoded with precompiled
+``struct.Struct.unpack_from`` straight out of the chunk; output records are
+collected in a list and written with one ``b"".join`` per >= 1 MiB.  This is
+what makes pcapgro fast enough in pure Python: no per-record ``read()`` or
+``write()`` system call, no per-record file object method call.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ..errors import DamagedInput, UnusableInput
+
+CHUNK = 1 << 20          # bytes per read() of the input
+FLUSH = 1 << 20          # bytes collected before one write() of the output
+
+
+class ByteSource:
+    """A non-seeking chunked reader over a binary file object.
+
+    Attributes:
+        f:          the binary file object (may be a pipe; never seeked).
+        buf:        bytes currently buffered, ``buf[pos:]`` not yet consumed.
+        base:       input byte offset of ``buf[0]``.
+        bytes_read: total bytes read from ``f`` so far (for progress bars).
+        eof:        True once ``f.read`` returned b"".
+    """
+
+    __slots__ = ("f", "buf", "base", "bytes_read", "eof")
+
+    def __init__(self, f, head=b""):
+        self.f = f
+        self.buf = head
+        self.base = 0
+        self.bytes_read = len(head)
+        self.eof = False
+
+    def refill(self, pos, need):
+        """Drop ``buf[:pos]`` and read until at least ``need`` bytes are
+        buffered (or end of file).  Returns the new buffer; the caller's
+        position becomes 0.  Raises UnusableInput on an OS read error."""
+        buf = self.buf[pos:]
+        self.base += pos
+        f = self.f
+        parts = [buf]
+        have = len(buf)
+        while have < need and not self.eof:
+            try:
+                chunk = f.read(max(CHUNK, need - have))
+            except OSError as e:
+                raise UnusableInput(f"cannot read input: {e.strerror or e}") from None
+            if not chunk:
+                self.eof = True
+                break
+            self.bytes_read += len(chunk)
+            parts.append(chunk)
+            have += len(chunk)
+        buf = parts[0] if len(parts) == 1 else b"".join(parts)
+        self.buf = buf
+        return buf
+
+    def damaged(self, pos, problem):
+        """Return a DamagedInput for buffer position ``pos``."""
+        return DamagedInput(self.base + pos, problem)
+
+
+def read_head(f, n):
+    """Read up to ``n`` bytes from ``f`` without seeking (loops over short
+    reads of pipes).  Returns bytes (shorter only at end of file)."""
+    parts = []
+    have = 0
+    while have < n:
+        chunk = f.read(n - have)
+        if not chunk:
+            break
+        parts.append(chunk)
+        have += len(chunk)
+    return b"".join(parts)
+
+
+class ByteSink:
+    """Collects output byte strings and writes them in big chunks.
+
+    ``parts`` is a plain list the writers append to directly (hot path);
+    ``size`` is an approximate count of buffered bytes they maintain.
+    ``offset`` is the output offset of ``parts[0]`` (bytes already written).
+    """
+
+    __slots__ = ("f", "parts", "size", "offset", "seekable", "start")
+
+    def __init__(self, f):
+        self.f = f
+        self.parts = []
+        self.size = 0
+        self.offset = 0
+        try:
+            self.seekable = bool(f.seekable())
+            self.start = f.tell() if self.seekable else 0
+        except (OSError, ValueError, AttributeError):
+            self.seekable = False
+            self.start = 0
+
+    def flush(self):
+        """Write everything buffered.  Raises UnusableInput on an OS error
+        (disk full, closed pipe)."""
+        if self.parts:
+            data = b"".join(self.parts)
+            self.parts.clear()
+            self.size = 0
+            try:
+                self.f.write(data)
+            except BrokenPipeError:
+                raise
+            except OSError as e:
+                raise UnusableInput(f"cannot write output: {e.strerror or e}") from None
+            self.offset += len(data)
+
+    def tell(self):
+        """Output offset of the next byte appended (exact only right after
+        :meth:`flush`; writers that need offsets call flush first or keep
+        their own sizes)."""
+        return self.offset + sum(len(p) for p in self.parts)
+
+    def patch(self, offset, data):
+        """Overwrite ``data`` at output ``offset`` (after a flush), if the
+        output is seekable.  Returns True when patched."""
+        if not self.seekable:
+            return False
+        self.flush()
+        f = self.f
+        try:
+            f.flush()
+            here = f.tell()
+            f.seek(self.start + offset)
+            f.write(data)
+            f.seek(here)
+        except OSError:
+            return False
+        return True
+
+
+def warn(msg):
+    """Print one ``pcapgro: warning: ...`` line on stderr."""
+    try:
+        sys.stderr.write(f"pcapgro: warning: {msg}\n")
+        sys.stderr.flush()
+    except OSError:
+        pass

@@ -1,0 +1,561 @@
+"""pcapng files (draft-ietf-opsawg-pcapng): reader and writer.
+
+pcapgro reads and writes pcapng itself rather than with ``dpkt.pcapng``:
+dpkt's Reader honours only the first IDB and SHB, skips SPBs and drops the
+interface id, comments and original length; its Writer writes microsecond
+timestamps and forces ``caplen == orig_len``.  Here the input is read in
+1 MiB chunks, block headers and EPB fixed fields are decoded with
+precompiled ``struct.Struct.unpack_from`` out of the chunk (a new set of
+structs for every section's byte order), and output blocks are packed into
+a list written with one ``b"".join`` per >= 1 MiB.  Constant memory.
+
+What is kept: every section (SHB version and options, in its byte order),
+every interface (link type, snaplen, ``if_tsresol`` decimal or power of 2,
+``if_tsoffset``, other options raw), EPBs (interface, timestamp, captured
+and original length, comments, ``epb_flags``, other options raw), SPBs
+(stay SPBs, without timestamp), obsolete PBs (read, written back as EPBs,
+``pack_flags`` -> ``epb_flags``, a non-zero drops count -> ``epb_dropcount``),
+copyable custom blocks (0x00000BAD) and every other non-packet block (NRB,
+ISB, DSB, unknown types) verbatim as :class:`~pcapgro.record.Block`.
+Dropped as draft §5.2 asks: do-not-copy custom blocks (0x40000BAD) and
+do-not-copy custom options (19372, 19373) of SHBs, IDBs and packet blocks.
+Timestamps of a resolution finer than 1 ns are rounded down to ns (warned).
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+
+from ..errors import UnusableInput
+from ..record import (Packet, PacketMeta, Interface, Section, Block,
+                      BLOCK_EPB, BLOCK_SPB, BLOCK_PB)
+from ._stream import ByteSource, ByteSink, FLUSH, warn
+
+__all__ = ["PcapngReader", "PcapngWriter", "PCAPNG_MAGIC"]
+
+PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
+SHB, IDB, PB, SPB, EPB = 0x0A0D0D0A, 1, 2, 3, 6
+CB_COPY, CB_NOCOPY = 0x00000BAD, 0x40000BAD
+OPT_END, OPT_COMMENT, OPT_FLAGS, OPT_DROPCOUNT = 0, 1, 2, 4
+OPT_TSRESOL, OPT_TSOFFSET = 9, 14
+NOCOPY_OPTIONS = (19372, 19373)
+BOM = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}
+MAX_BLOCK = 1 << 28
+NATIVE = "<" if sys.byteorder == "little" else ">"
+
+
+class _Bad(Exception):
+    """Internal: damage at buffer position ``pos``."""
+
+    def __init__(self, pos, problem):
+        self.pos = pos
+        self.problem = problem
+
+
+def ts_to_ns(tsresol, tsoffset):
+    """Return ``(mul, off, conv)`` turning a tick count of an interface into
+    int ns since the epoch: ``ticks * mul + off`` when ``conv`` is None, else
+    ``conv(ticks)``.  tsresol: the if_tsresol byte; tsoffset: seconds."""
+    off = tsoffset * 1000000000
+    if tsresol & 0x80:
+        k = tsresol & 0x7F
+        if k == 0:
+            return 1000000000, off, None
+        return 0, off, lambda t, k=k, off=off: ((t * 1000000000) >> k) + off
+    if tsresol <= 9:
+        return 10 ** (9 - tsresol), off, None
+    d = 10 ** (tsresol - 9)
+    return 0, off, lambda t, d=d, off=off: t // d + off
+
+
+def ns_to_ts(tsresol, tsoffset):
+    """Inverse of :func:`ts_to_ns`: ``(div, off, conv)`` with ticks =
+    ``(ns - off) // div`` when conv is None, else ``conv(ns)``.  Exact for
+    every value :func:`ts_to_ns` produced when the resolution is >= 1 ns."""
+    off = tsoffset * 1000000000
+    if tsresol & 0x80:
+        k = tsresol & 0x7F
+        if k == 0:
+            return 1000000000, off, None
+        return 0, off, lambda ns, k=k, off=off: -((-(ns - off) << k) // 1000000000)
+    if tsresol <= 9:
+        return 10 ** (9 - tsresol), off, None
+    m = 10 ** (tsresol - 9)
+    return 0, off, lambda ns, m=m, off=off: (ns - off) * m
+
+
+def parse_options(buf, start, end, bo, pos=0):
+    """Parse a pcapng option list ``buf[start:end]`` in byte order ``bo``.
+
+    Returns a list of ``(code, value_bytes)`` without opt_endofopt and
+    without do-not-copy custom options.  Raises _Bad(pos, ...) when an
+    option runs past ``end``."""
+    out = []
+    hdr = struct.Struct(bo + "HH").unpack_from
+    while start + 4 <= end:
+        code, ln = hdr(buf, start)
+        if code == OPT_END:
+            break
+        v0 = start + 4
+        if v0 + ln > end:
+            raise _Bad(pos, f"option {code} runs past the end of its block")
+        if code not in NOCOPY_OPTIONS:
+            out.append((code, buf[v0:v0 + ln]))
+        start = v0 + ((ln + 3) & ~3)
+    return out
+
+
+def _packet_meta(block, opts, bo):
+    comments = []
+    flags = None
+    other = []
+    for code, v in opts:
+        if code == OPT_COMMENT:
+            comments.append(v.decode("utf-8", "surrogateescape"))
+        elif code == OPT_FLAGS and len(v) == 4 and flags is None:
+            flags = struct.unpack(bo + "I", v)[0]
+        else:
+            other.append((code, v))
+    return PacketMeta(block, comments, flags, other)
+
+
+class PcapngReader:
+    """Reads a pcapng file from a binary file object, without seeking.
+
+    Iterating yields, in block order: :class:`Section` per SHB,
+    :class:`Interface` per IDB, :class:`Packet` per EPB/SPB/PB (``ts`` int
+    ns with if_tsoffset applied; SPB: ts 0, iface 0, caplen from the block
+    and the IDB snaplen, ``meta.block == BLOCK_SPB``; EPB without options:
+    ``meta`` None), :class:`Block` for other blocks kept verbatim.
+    :meth:`batches` yields the same events as lists (faster).
+
+    Attributes: ``format`` 'pcapng'; ``nanosecond`` True once an interface
+    finer than 1 us has been read; ``bytes_read``; ``packets`` and
+    ``packet_bytes`` (captured bytes) yielded so far.
+
+    Raises (while iterating): UnusableInput when the file does not start
+    with a valid SHB; DamagedInput(offset, problem) after yielding every
+    complete block before the damage (truncated block, bad block length,
+    packet for an undefined interface, option overrun, bad later SHB).
+    """
+
+    format = "pcapng"
+
+    def __init__(self, f, head=b"", name="input"):
+        self.name = name
+        self._f = f
+        self._src = src = ByteSource(f, head)
+        buf = src.refill(0, 12)
+        if buf[:4] != PCAPNG_MAGIC:
+            raise UnusableInput(f"{name}: not a pcapng file")
+        if len(buf) < 12 or buf[8:12] not in BOM:
+            raise UnusableInput(f"{name}: pcapng section header without a valid byte-order magic")
+        self.nanosecond = False
+        self.packets = 0
+        self.packet_bytes = 0
+        self._warned_fine = False
+
+    @property
+    def bytes_read(self):
+        """Bytes read from the input so far (int)."""
+        return self._src.bytes_read
+
+    def close(self):
+        """Close the underlying file (not stdin)."""
+        f = self._f
+        if f is not None and f.fileno() > 2:
+            f.close()
+        self._f = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __iter__(self):
+        for batch in self.batches():
+            yield from batch
+
+    def _interface(self, buf, pos, e, bo):
+        lt, _res, snap = struct.unpack_from(bo + "HHI", buf, pos + 8)
+        opts = parse_options(buf, pos + 16, e - 4, bo, pos)
+        tsresol, tsoffset, other = 6, 0, []
+        for code, v in opts:
+            if code == OPT_TSRESOL and len(v) >= 1:
+                tsresol = v[0]
+            elif code == OPT_TSOFFSET and len(v) == 8:
+                tsoffset = struct.unpack(bo + "q", v)[0]
+            else:
+                other.append((code, v))
+        fine = (tsresol & 0x7F) >= 30 if tsresol & 0x80 else tsresol > 9
+        if fine and not self._warned_fine:
+            self._warned_fine = True
+            warn(f"{self.name}: interface timestamp resolution finer than 1 ns; "
+                 "timestamps are rounded down to ns")
+        if not ((tsresol & 0x80 == 0 and tsresol <= 6) or tsresol == 0x80):
+            self.nanosecond = True
+        return Interface(lt, snap, tsresol, tsoffset, other)
+
+    def batches(self):
+        """Yield lists of events in block order (one list per ~1 MiB chunk)."""
+        src = self._src
+        buf = src.buf
+        pos = 0
+        end = len(buf)
+        P = Packet
+        bo = BOM[buf[8:12]]
+        tl = struct.Struct(bo + "II").unpack_from
+        epb = struct.Struct(bo + "IIIII").unpack_from
+        ifs = []        # per interface: (linktype, mul, off, conv, snaplen)
+        first = True
+        while True:
+            out = []
+            app = out.append
+            need = 12
+            n0 = 0
+            nb = 0
+            try:
+                while end - pos >= 12:
+                    bt, bl = tl(buf, pos)
+                    if bt == SHB:
+                        sbo = BOM.get(buf[pos + 8:pos + 12])
+                        if sbo is None:
+                            raise _Bad(pos, "section header block with a bad byte-order magic")
+                        if sbo != bo:
+                            bo = sbo
+                            tl = struct.Struct(bo + "II").unpack_from
+                            epb = struct.Struct(bo + "IIIII").unpack_from
+                            bt, bl = tl(buf, pos)
+                    e = pos + bl
+                    if e > end:
+                        if bl < 12 or bl & 3 or bl > MAX_BLOCK:
+                            raise _Bad(pos, f"bad block length {bl} (block type 0x{bt:08x})")
+                        need = bl
+                        break
+                    if bt == EPB:
+                        iface, hi, lo, cl, ol = epb(buf, pos + 8)
+                        s = pos + 28
+                        oe = s + ((cl + 3) & ~3)
+                        if oe > e - 4:
+                            raise _Bad(pos, f"bad block length {bl} for an enhanced packet "
+                                            f"block of captured length {cl}")
+                        try:
+                            lt, mul, off, conv, _ = ifs[iface]
+                        except IndexError:
+                            raise _Bad(pos, f"packet for interface {iface}, but the section "
+                                            f"has {len(ifs)} interface(s)") from None
+                        ticks = hi << 32 | lo
+                        app(P(ticks * mul + off if conv is None else conv(ticks),
+                              buf[s:s + cl], ol, iface, lt,
+                              None if oe == e - 4 else
+                              _packet_meta(BLOCK_EPB, parse_options(buf, oe, e - 4, bo, pos), bo)))
+                        n0 += 1
+                        nb += cl
+                    elif bt == SPB:
+                        if not ifs:
+                            raise _Bad(pos, "simple packet block before any interface")
+                        ol = tl(buf, pos + 8)[0]
+                        lt = ifs[0][0]
+                        snap = ifs[0][4]
+                        cl = min(ol, bl - 16)
+                        if snap and snap < cl:
+                            cl = snap
+                        if bl < 16:
+                            raise _Bad(pos, f"bad block length {bl} for a simple packet block")
+                        app(P(0, buf[pos + 12:pos + 12 + cl], ol, 0, lt, PacketMeta(BLOCK_SPB)))
+                        n0 += 1
+                        nb += cl
+                    elif bt == IDB:
+                        if bl < 20:
+                            raise _Bad(pos, f"bad block length {bl} for an interface block")
+                        ev = self._interface(buf, pos, e, bo)
+                        mul, off, conv = ts_to_ns(ev.tsresol, ev.tsoffset)
+                        ifs.append((ev.linktype, mul, off, conv, ev.snaplen))
+                        app(ev)
+                    elif bt == SHB:
+                        if bl < 28:
+                            raise _Bad(pos, f"bad block length {bl} for a section header block")
+                        major, minor = struct.unpack_from(bo + "HH", buf, pos + 12)
+                        if major != 1:
+                            raise _Bad(pos, f"unsupported pcapng version {major}.{minor}")
+                        opts = parse_options(buf, pos + 24, e - 4, bo, pos)
+                        ifs = []
+                        app(Section(bo, opts, major, minor))
+                        first = False
+                    elif bt == PB:
+                        if bl < 32:
+                            raise _Bad(pos, f"bad block length {bl} for a packet block")
+                        iface, drops, hi, lo, cl, ol = struct.unpack_from(bo + "HHIIII", buf, pos + 8)
+                        s = pos + 28
+                        oe = s + ((cl + 3) & ~3)
+                        if oe > e - 4:
+                            raise _Bad(pos, f"bad block length {bl} for a packet block "
+                                            f"of captured length {cl}")
+                        try:
+                            lt, mul, off, conv, _ = ifs[iface]
+                        except IndexError:
+                            raise _Bad(pos, f"packet for interface {iface}, but the section "
+                                            f"has {len(ifs)} interface(s)") from None
+                        ticks = hi << 32 | lo
+                        meta = _packet_meta(BLOCK_PB, parse_options(buf, oe, e - 4, bo, pos), bo)
+                        if drops and drops != 0xFFFF:
+                            meta.options.append((OPT_DROPCOUNT, struct.pack(bo + "Q", drops)))
+                        app(P(ticks * mul + off if conv is None else conv(ticks),
+                              buf[s:s + cl], ol, iface, lt, meta))
+                        n0 += 1
+                        nb += cl
+                    elif bt == CB_NOCOPY:
+                        pass
+                    else:
+                        if bl < 12 or bl & 3:
+                            raise _Bad(pos, f"bad block length {bl} (block type 0x{bt:08x})")
+                        app(Block(bt, buf[pos + 8:e - 4]))
+                    pos = e
+            except _Bad as b:
+                self.packets += n0
+                self.packet_bytes += nb
+                if out:
+                    yield out
+                if first and b.pos == 0:
+                    raise UnusableInput(f"{self.name}: {b.problem}") from None
+                raise src.damaged(b.pos, b.problem) from None
+            self.packets += n0
+            self.packet_bytes += nb
+            if out:
+                yield out
+            if src.eof:
+                if pos == end:
+                    return
+                raise src.damaged(pos, f"truncated block ({end - pos} bytes left, "
+                                       f"{need} needed)")
+            buf = src.refill(pos, need)
+            pos = 0
+            end = len(buf)
+            if end < need:
+                if end == 0:
+                    return
+                raise src.damaged(pos, f"truncated block ({end} bytes left, {need} needed)")
+
+
+def _options(bo, opts):
+    """Encode ``[(code, value_bytes)]`` plus opt_endofopt (b"" if empty)."""
+    if not opts:
+        return b""
+    h = struct.Struct(bo + "HH").pack
+    parts = []
+    for code, v in opts:
+        parts.append(h(code, len(v)))
+        parts.append(v)
+        pad = (-len(v)) & 3
+        if pad:
+            parts.append(b"\0" * pad)
+    parts.append(h(0, 0))
+    return b"".join(parts)
+
+
+def _block(bo, btype, body):
+    """Encode one block: type, total length, body (padded), total length."""
+    pad = (-len(body)) & 3
+    bl = 12 + len(body) + pad
+    return struct.pack(bo + "II", btype, bl) + body + b"\0" * pad + struct.pack(bo + "I", bl)
+
+
+class PcapngWriter:
+    """Writes a pcapng file to a binary file object.
+
+    Args:
+        f:         binary file object (pipe fine; seekable output lets IDB
+                   snaplens be raised at close when a packet exceeds them).
+        byteorder: None = every section in the byte order its Section event
+                   had; '<' / '>' / '=' to force one.
+
+    Events: :class:`Section` -> SHB (version and options kept, section length
+    -1); :class:`Interface` -> IDB (options kept, ``if_tsresol`` /
+    ``if_tsoffset`` written when not 6 / 0); :class:`Packet` -> EPB with
+    the timestamp converted back to its interface's tsresol/tsoffset, and
+    ``meta`` comments, flags and options as EPB options, or an SPB when
+    ``meta.block == BLOCK_SPB`` and the SPB can express it (interface 0,
+    captured length = min(orig_len, snaplen)); :class:`Block` verbatim.
+    A Packet before any Section/Interface gets a default SHB (native byte
+    order) and an IDB for its link type with nanosecond resolution.
+    ``Packet.iface`` indexes the current section's interfaces; an index
+    with no interface raises ValueError.
+
+    Attributes: ``packets``, ``packet_bytes`` (captured bytes) written.
+    """
+
+    format = "pcapng"
+
+    def __init__(self, f, byteorder=None):
+        self._sink = ByteSink(f)
+        self.byteorder = byteorder
+        self._bo = None
+        self._ifs = []          # (div, off, conv, snaplen_limit, index)
+        self._idbs = []         # all IDBs: [snaplen field offset, snaplen, maxlen, bo, spb_cut]
+        self.packets = 0
+        self.packet_bytes = 0
+        self._on_close = None
+        self._on_abort = None
+        self._closed = False
+
+    def _section(self, ev):
+        bo = self.byteorder or ev.byteorder
+        if bo == "=" or bo not in ("<", ">"):
+            bo = NATIVE
+        self._bo = bo
+        self._hdr = struct.Struct(bo + "IIIIIII").pack
+        self._tail = [struct.Struct(bo + "%dxI" % p).pack for p in range(4)]
+        self._ifs = []
+        major = ev.major if ev.major == 1 else 1
+        minor = ev.minor if ev.major == 1 else 0
+        body = struct.pack(bo + "IHHq", 0x1A2B3C4D, major, minor, -1) + _options(bo, ev.options)
+        self._sink.parts.append(_block(bo, SHB, body))
+
+    def _interface(self, ev):
+        if self._bo is None:
+            self._section(Section(NATIVE))
+        bo = self._bo
+        opts = list(ev.options)
+        if ev.tsresol != 6:
+            opts.append((OPT_TSRESOL, bytes([ev.tsresol])))
+        if ev.tsoffset:
+            opts.append((OPT_TSOFFSET, struct.pack(bo + "q", ev.tsoffset)))
+        body = struct.pack(bo + "HHI", ev.linktype, 0, ev.snaplen) + _options(bo, opts)
+        sink = self._sink
+        off = sink.tell() + 12      # snaplen field offset of this IDB
+        sink.parts.append(_block(bo, IDB, body))
+        div, toff, conv = ns_to_ts(ev.tsresol, ev.tsoffset)
+        rec = [off, ev.snaplen, 0, bo, False]
+        self._idbs.append(rec)
+        self._ifs.append((div, toff, conv, ev.snaplen or 0xFFFFFFFF, rec))
+
+    def write(self, ev):
+        """Write one event (Section, Interface, Packet or Block)."""
+        t = type(ev)
+        if t is Packet:
+            self.write_batch((ev,))
+        elif t is Interface:
+            self._interface(ev)
+        elif t is Section:
+            self._section(ev)
+        elif t is Block:
+            if self._bo is None:
+                self._section(Section(NATIVE))
+            self._sink.parts.append(_block(self._bo, ev.type, ev.body))
+        else:
+            raise TypeError(f"not a capture event: {ev!r}")
+
+    packet = write
+
+    def write_batch(self, events):
+        """Write a sequence of events; Packets without meta take the fast path."""
+        sink = self._sink
+        app = sink.parts.append
+        ifs = self._ifs
+        hdr = self._hdr if self._bo is not None else None
+        tail = self._tail if self._bo is not None else None
+        n_pk = 0
+        n_by = 0
+        for ev in events:
+            if type(ev) is Packet:
+                if not ifs:
+                    if self._bo is None:
+                        self._section(Section(NATIVE))
+                    self._interface(Interface(ev.linktype, 0, 9, 0, []))
+                    hdr = self._hdr
+                    tail = self._tail
+                d = ev.data
+                n = len(d)
+                iface = ev.iface
+                try:
+                    div, off, conv, snap, rec = ifs[iface]
+                except IndexError:
+                    raise ValueError(f"packet for interface {iface}, but the output "
+                                     f"section has {len(ifs)} interface(s)") from None
+                if n > snap and n > rec[2]:
+                    rec[2] = n
+                m = ev.meta
+                if m is None:
+                    t = (ev.ts - off) // div if conv is None else conv(ev.ts)
+                    pad = (-n) & 3
+                    bl = 32 + n + pad
+                    app(hdr(EPB, bl, iface, t >> 32, t & 0xFFFFFFFF, n, ev.orig_len))
+                    app(d)
+                    app(tail[pad](bl))
+                else:
+                    self._packet_meta(ev, n, div, off, conv, snap, rec)
+                n_pk += 1
+                n_by += n
+            else:
+                self.write(ev)
+                ifs = self._ifs
+                if self._bo is not None:
+                    hdr = self._hdr
+                    tail = self._tail
+        self.packets += n_pk
+        self.packet_bytes += n_by
+        sink.size += n_by + 32 * n_pk
+        if sink.size >= FLUSH:
+            sink.flush()
+
+    def _packet_meta(self, ev, n, div, off, conv, snap, rec):
+        bo = self._bo
+        m = ev.meta
+        d = ev.data
+        pad = (-n) & 3
+        app = self._sink.parts.append
+        if (m.block == BLOCK_SPB and ev.iface == 0 and not m.comments and m.flags is None
+                and not m.options and n == min(ev.orig_len, snap)):
+            if n < ev.orig_len:
+                rec[4] = True
+            bl = 16 + n + pad
+            app(struct.pack(bo + "III", SPB, bl, ev.orig_len))
+            app(d)
+            app(self._tail[pad](bl))
+            return
+        opts = [(OPT_COMMENT, c.encode("utf-8", "surrogateescape")) for c in m.comments]
+        if m.flags is not None:
+            opts.append((OPT_FLAGS, struct.pack(bo + "I", m.flags)))
+        opts.extend(m.options)
+        ob = _options(bo, opts)
+        t = (ev.ts - off) // div if conv is None else conv(ev.ts)
+        bl = 32 + n + pad + len(ob)
+        app(self._hdr(EPB, bl, ev.iface, t >> 32, t & 0xFFFFFFFF, n, ev.orig_len))
+        app(d)
+        app(b"\0" * pad + ob + struct.pack(bo + "I", bl))
+
+    def close(self):
+        """Flush, raise IDB snaplens that a packet exceeded (seekable output;
+        else warn), and close (rename a temp file into place when opened by
+        :func:`pcapgro.capture.open_writer`)."""
+        if self._closed:
+            return
+        if self._bo is None:
+            self._section(Section(NATIVE))
+        sink = self._sink
+        sink.flush()
+        for off, snap, maxlen, bo, spb_cut in self._idbs:
+            if maxlen > snap and snap:
+                if spb_cut or not sink.patch(off, struct.pack(bo + "I", maxlen)):
+                    warn(f"an interface snaplen {snap} is smaller than a packet of "
+                         f"{maxlen} bytes written on it")
+        self._closed = True
+        if self._on_close is not None:
+            self._on_close()
+
+    def abort(self):
+        """Stop without completing: close and remove a temp output file."""
+        self._closed = True
+        if self._on_abort is not None:
+            self._on_abort()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, ev, tb):
+        if et is None:
+            self.close()
+        else:
+            self.abort()

@@ -1,0 +1,83 @@
+"""Reader -> (optional transform) -> writer.
+
+A *transform* is any callable taking an iterator of events
+(:mod:`pcapgro.record`: Section, Interface, Packet, Block) and returning an
+iterator of events -- e.g. ``GROEngine(config).process``.  It must pass
+Section/Interface/Block events through in order (the writer needs them to
+lay out sections and interfaces) and may merge, split or annotate Packets
+(``Packet.meta`` comments / ``EPB_FLAG_TSO`` are written as EPB options).
+When the reader raises DamagedInput inside the transform's loop, a
+transform that holds packets should emit them (``try/except DamagedInput:
+flush; raise``) so that everything before the damage is written.
+
+Without a transform the pipeline moves whole batches (lists of events)
+from the reader to the writer, which is the fast path for pass-through.
+"""
+
+from __future__ import annotations
+
+from .errors import DamagedInput
+
+__all__ = ["run", "counts"]
+
+BATCH = 1024   # events handed to the writer at once (transform path)
+
+
+def counts(reader, writer):
+    """The statistics dict of a finished (or stopped) run:
+    ``{"packets_in", "bytes_in", "packets_out", "bytes_out"}`` -- packets
+    and captured bytes (sum of ``len(Packet.data)``) read and written."""
+    return {"packets_in": reader.packets, "bytes_in": reader.packet_bytes,
+            "packets_out": writer.packets, "bytes_out": writer.packet_bytes}
+
+
+def run(reader, writer, transform=None, progress=None):
+    """Copy every event of ``reader`` through ``transform`` to ``writer``.
+
+    Args:
+        reader:    a capture reader (``batches()``, ``__iter__``,
+                   ``bytes_read``, ``packets``, ``packet_bytes``).
+        writer:    a capture writer (``write``, ``write_batch``,
+                   ``packets``, ``packet_bytes``).  Not closed here.
+        transform: None (pass-through) or callable(iterator of events) ->
+                   iterator of events.
+        progress:  None or callable(bytes_read: int), called now and then
+                   with the total input bytes read so far.
+    Returns:
+        :func:`counts` dict.
+    Raises:
+        whatever the reader raises (DamagedInput after the events before the
+        damage have been handed to the writer; UnusableInput), the writer
+        (UnusableInput), or the transform.
+    """
+    if transform is None:
+        wb = writer.write_batch
+        if progress is None:
+            for batch in reader.batches():
+                wb(batch)
+        else:
+            for batch in reader.batches():
+                wb(batch)
+                progress(reader.bytes_read)
+    else:
+        wb = writer.write_batch
+        batch = []
+        app = batch.append
+        try:
+            for ev in transform(iter(reader)):
+                app(ev)
+                if len(batch) >= BATCH:
+                    wb(batch)
+                    batch.clear()
+                    if progress is not None:
+                        progress(reader.bytes_read)
+        except DamagedInput:
+            # everything before the damage goes out before the error does
+            if batch:
+                wb(batch)
+            raise
+        if batch:
+            wb(batch)
+    if progress is not None:
+        progress(reader.bytes_read)
+    return counts(reader, writer)

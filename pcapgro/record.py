@@ -1,0 +1,149 @@
+"""The events a capture is made of, as every pcapgro stage passes them along.
+
+A reader turns a file into a stream of these events, the GRO engine and the
+GSO splitter consume and produce them, and a writer turns them back into a
+file.  Classic pcap input yields one :class:`Section`, one :class:`Interface`
+and then :class:`Packet` objects; pcapng input yields them in block order
+(plus :class:`Block` for blocks that are kept verbatim).
+
+Timestamps are integers in nanoseconds since the Unix epoch (``if_tsoffset``
+already applied); no floats anywhere on the path.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Packet", "PacketMeta", "Interface", "Section", "Block",
+           "EPB_FLAG_TSO", "BLOCK_EPB", "BLOCK_SPB", "BLOCK_PB"]
+
+# pcapng EPB flags word bit 11: "TCP segmentation offloaded" (a received
+# packet made of several link-layer packets, or a TX packet before
+# segmentation).  draft-ietf-opsawg-pcapng, epb_flags.
+EPB_FLAG_TSO = 1 << 11
+
+BLOCK_EPB = 6   # Enhanced Packet Block (also what classic pcap records map to)
+BLOCK_SPB = 3   # Simple Packet Block (no timestamp, interface 0)
+BLOCK_PB = 2    # obsolete Packet Block
+
+
+class Packet:
+    """One captured packet.
+
+    Attributes:
+        ts:       timestamp, int nanoseconds since the epoch (0 for an SPB).
+        data:     the captured bytes (``len(data)`` is the captured length).
+        orig_len: original (wire) length in bytes, ``>= len(data)``.
+        iface:    interface index within the current section (pcap: 0).
+        linktype: LINKTYPE_* value of that interface (e.g. 1 = EN10MB).
+        meta:     ``None`` (the common case: nothing but the above) or a
+                  :class:`PacketMeta` with comments, flags and other options.
+    """
+
+    __slots__ = ("ts", "data", "orig_len", "iface", "linktype", "meta")
+
+    def __init__(self, ts, data, orig_len, iface=0, linktype=1, meta=None):
+        self.ts = ts
+        self.data = data
+        self.orig_len = orig_len
+        self.iface = iface
+        self.linktype = linktype
+        self.meta = meta
+
+    def __repr__(self):
+        return (f"Packet(ts={self.ts}, caplen={len(self.data)}, "
+                f"orig_len={self.orig_len}, iface={self.iface}, "
+                f"linktype={self.linktype}, meta={self.meta!r})")
+
+
+class PacketMeta:
+    """What a pcapng packet block carries besides timestamp and bytes.
+
+    Attributes:
+        block:    BLOCK_EPB, BLOCK_SPB or BLOCK_PB (how it was stored).
+        comments: list of str (``opt_comment``, may repeat), in order.
+        flags:    int ``epb_flags`` word, or None when absent.
+        options:  list of ``(code, value_bytes)`` for every other option
+                  that is to be kept (copyable), in order, values raw in
+                  the section's byte order.
+    """
+
+    __slots__ = ("block", "comments", "flags", "options")
+
+    def __init__(self, block=BLOCK_EPB, comments=None, flags=None, options=None):
+        self.block = block
+        self.comments = comments if comments is not None else []
+        self.flags = flags
+        self.options = options if options is not None else []
+
+    def __repr__(self):
+        return (f"PacketMeta(block={self.block}, comments={self.comments!r}, "
+                f"flags={self.flags!r}, options={self.options!r})")
+
+
+class Interface:
+    """One capture interface (a pcapng IDB, or the pcap file header).
+
+    Attributes:
+        linktype:  LINKTYPE_* value.
+        snaplen:   bytes, as the input declared it (0 = unlimited).
+        tsresol:   the ``if_tsresol`` byte (6 = µs, 9 = ns; bit 7 set means
+                   a power of two), or the pcap file's resolution (6 or 9).
+        tsoffset:  ``if_tsoffset`` in seconds (int), 0 when absent.
+        options:   list of ``(code, value_bytes)`` of the IDB's other options
+                   (if_name, if_description, ...), raw, in order.
+    """
+
+    __slots__ = ("linktype", "snaplen", "tsresol", "tsoffset", "options")
+
+    def __init__(self, linktype, snaplen=262144, tsresol=6, tsoffset=0, options=None):
+        self.linktype = linktype
+        self.snaplen = snaplen
+        self.tsresol = tsresol
+        self.tsoffset = tsoffset
+        self.options = options if options is not None else []
+
+    def __repr__(self):
+        return (f"Interface(linktype={self.linktype}, snaplen={self.snaplen}, "
+                f"tsresol={self.tsresol}, tsoffset={self.tsoffset})")
+
+
+class Section:
+    """Start of a section (pcapng SHB, or the start of a classic pcap file).
+
+    Interfaces are numbered anew from 0 after every Section.
+
+    Attributes:
+        byteorder: '<' or '>' as the input had it.
+        options:   list of ``(code, value_bytes)`` of the SHB (shb_hardware,
+                   comments, ...), raw, in order.
+        major, minor: version numbers of the SHB (1, 0).
+    """
+
+    __slots__ = ("byteorder", "options", "major", "minor")
+
+    def __init__(self, byteorder="<", options=None, major=1, minor=0):
+        self.byteorder = byteorder
+        self.options = options if options is not None else []
+        self.major = major
+        self.minor = minor
+
+    def __repr__(self):
+        return f"Section(byteorder={self.byteorder!r}, options={len(self.options)})"
+
+
+class Block:
+    """A pcapng block kept verbatim (NRB, ISB, copyable custom block, ...).
+
+    Attributes:
+        type: block type (int).
+        body: the block body bytes (between the length fields), in the
+              section's byte order.
+    """
+
+    __slots__ = ("type", "body")
+
+    def __init__(self, type, body):
+        self.type = type
+        self.body = body
+
+    def __repr__(self):
+        return f"Block(type=0x{self.type:08x}, len={len(self.body)})"

@@ -1,0 +1,87 @@
+"""Shared test helpers: where ../shared is, running the CLI, tshark."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_dir():
+    """The shared/ folder: $PCAPGRO_SHARED, else ../shared beside the repo."""
+    env = os.environ.get("PCAPGRO_SHARED")
+    if env:
+        return Path(env)
+    return (REPO / ".." / "shared").resolve()
+
+
+SHARED = shared_dir()
+PUBLIC = SHARED / "captures" / "public"
+KERNEL = SHARED / "captures" / "kernel"
+HAVE_TSHARK = shutil.which("tshark") is not None
+
+
+def run_cli(*args, input=None, check=None):
+    """Run ``python -m pcapgro.cli ARGS``; returns CompletedProcess (bytes)."""
+    p = subprocess.run([sys.executable, "-m", "pcapgro.cli", *map(str, args)],
+                       input=input, capture_output=True, cwd=REPO)
+    if check is not None:
+        assert p.returncode == check, (p.returncode, p.stderr.decode())
+    return p
+
+
+_CACHE = {}
+
+
+def tshark_packets(path):
+    """Cached per path + mtime; see :func:`_tshark_packets`."""
+    import copy
+    st = os.stat(path)
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _CACHE:
+        _CACHE[key] = _tshark_packets(path)
+    return copy.deepcopy(_CACHE[key])
+
+
+def _tshark_packets(path):
+    """Per packet frame of ``path`` as tshark sees it (custom-block frames,
+    which have no interface id, left out): dicts with ts (int ns or None),
+    iface, len, caplen, data (bytes), comments (list of str)."""
+    p = subprocess.run(["tshark", "-r", str(path), "-T", "json", "-x", "--no-duplicate-keys"],
+                       capture_output=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"tshark refused {path}: {p.stderr.decode()[-300:]}")
+    out = []
+    for pkt in json.loads(p.stdout or b"[]"):
+        layers = pkt["_source"]["layers"]
+        frame = layers["frame"]
+        if "frame.cb_pen" in frame or "frame.cb_copy" in frame:
+            continue        # a custom block, not a packet
+        t = frame.get("frame.time_epoch")
+        ts = None
+        if t is not None:
+            sec, _, frac = t.partition(".")
+            ts = int(sec) * 10**9 + int((frac + "000000000")[:9])
+        com = layers.get("pkt_comment", {})
+        if isinstance(com, list):
+            comments = [c["frame.comment"] for c in com]
+        else:
+            comments = com.get("frame.comment", [])
+            if isinstance(comments, str):
+                comments = [comments]
+        raw = layers["frame_raw"]
+        if isinstance(raw, list) and raw and isinstance(raw[0], list):
+            raw = raw[0]
+        hexs = raw[0] if isinstance(raw, list) else raw
+        out.append({"ts": ts, "iface": int(frame.get("frame.interface_id", 0)),
+                    "len": int(frame["frame.len"]), "caplen": int(frame["frame.cap_len"]),
+                    "data": bytes.fromhex(hexs), "comments": list(comments)})
+    return out
+
+
+tshark = pytest.mark.skipif(not HAVE_TSHARK, reason="tshark not on PATH")
