@@ -1,0 +1,56 @@
+"""GRO engine configuration: the kernel's knobs, named as the kernel names them."""
+
+from dataclasses import dataclass
+
+__all__ = ["GROConfig", "GRO_LEGACY_MAX_SIZE", "GRO_MAX_SIZE", "GRO_HASH_BUCKETS",
+           "MAX_GRO_SKBS"]
+
+GRO_HASH_BUCKETS = 8          # lists per NAPI (net/core/gro.c)
+MAX_GRO_SKBS = 8              # held packets per bucket
+GRO_LEGACY_MAX_SIZE = 65536   # bytes; above it only plain TCP may grow
+GRO_MAX_SIZE = 524280         # bytes (8 x 65535), largest gro_max_size
+
+
+@dataclass
+class GROConfig:
+    """How the emulated receiver is set up.
+
+    Attributes:
+        gro_max_size:      bytes, exclusive limit on an aggregate's L3 length
+                           (+ in-band VLAN tags); the kernel's gro_max_size /
+                           gro_ipv4_max_size (default 65536, max 524280).
+        verify_csum:       verify TCP checksums as the kernel does (a bad one
+                           never merges); False = --no-verify-csum.
+        csum:              'valid' (write a correct TCP checksum on
+                           aggregates) or 'kernel' (the pseudo-header seed,
+                           as the kernel leaves it: CHECKSUM_PARTIAL).
+        hz:                kernel tick rate (jiffy = 1/hz s) for the "old
+                           only" flush rule.
+        napi_budget:       packets per NAPI poll (the driver's weight, 64 in
+                           most drivers); 0 = a poll ends only at a gap.
+        poll_gap_ns:       a gap in arrival times longer than this ends a
+                           NAPI poll (interrupt moderation); ns.
+        gro_flush_timeout: ns; 0 = every poll end completes everything
+                           (the default); > 0 = polls only complete packets
+                           from an older jiffy, the timer completes the rest
+                           after this long without traffic.
+        hash:              'flow' (each flow its own 32-bit flow hash, as
+                           RSS or a local socket gives) or 'none' (hash 0:
+                           all flows in bucket 0, as packets injected into a
+                           veth by tcpreplay get).
+        fast_path:         use the inlined Ethernet/IPv4/TCP path (same
+                           results as the general path; False for tests).
+        annotate:          attach pcapng comment + EPB flag bit 11 to
+                           aggregates (only useful for pcapng output).
+    """
+
+    gro_max_size: int = GRO_LEGACY_MAX_SIZE
+    verify_csum: bool = True
+    csum: str = "valid"
+    hz: int = 250
+    napi_budget: int = 0
+    poll_gap_ns: int = 1_000_000
+    gro_flush_timeout: int = 0
+    hash: str = "flow"
+    fast_path: bool = True
+    annotate: bool = True

@@ -1,0 +1,457 @@
+"""The GRO engine: one emulated NAPI instance.
+
+Mirrors net/core/gro.c of Linux 6.18 (dev_gro_receive, gro_list_prepare,
+gro_flush_oldest, __gro_flush, gro_complete) and the poll-end rules of
+net/core/dev.c (napi_complete_done, __napi_poll).  The protocol rules are in
+:mod:`pcapgro.gro.ipv4`, :mod:`pcapgro.gro.ipv6` and :mod:`pcapgro.gro.tcp`.
+
+Model (a capture shows no NAPI poll boundaries, so they are modelled):
+
+* One NAPI instance, 8 buckets of at most 8 held packets.  The bucket is
+  the flow hash & 7; ``hash='flow'`` gives each flow its own 32-bit hash
+  (CRC-32 of addresses and ports, as RSS or a local socket would give a
+  distinct one), ``hash='none'`` gives every flow hash 0 (bucket 0), as
+  packets injected into a veth by tcpreplay get.
+* A NAPI poll ends when the gap to the next packet exceeds ``poll_gap_ns``,
+  or after ``napi_budget`` packets (if set).  At a poll end, with
+  gro_flush_timeout 0, every held packet is completed (bucket 0..7, oldest
+  first); with a budget-exhausted poll and HZ >= 1000 only packets held
+  since an older jiffy are.  With gro_flush_timeout > 0 a poll end completes
+  only packets from older jiffies, and the timer completes the rest once the
+  gap exceeds the timeout.
+* Timestamps: every packet written is stamped when it is handed up: the
+  arrival time of the packet whose processing completed it, the end of the
+  poll (last packet's time) or the timer's expiry.  A packet passed through
+  keeps its own time.  Output times never go backwards.
+"""
+
+import struct
+import zlib
+
+import numpy as np
+
+from ..checksum import batch_sums, fold, ones_sum
+from ..errors import DamagedInput
+from ..linklayer import ETH_P_IP, network_layer
+from ..record import EPB_FLAG_TSO, Packet, PacketMeta, Section
+from . import ipv4, ipv6
+from .config import GRO_HASH_BUCKETS, GRO_LEGACY_MAX_SIZE, MAX_GRO_SKBS, GROConfig
+from .flush import Flush, Pass
+from .seg import Agg, Seg
+from .fastpath import classify
+from .stats import GROStats
+from .tcp import CWR, FINAL_FLAGS, PSH, FIN, final_flush, merge_flush, seed
+
+__all__ = ["GROEngine"]
+
+_BATCH = 256
+_FIN_PSH = FIN | PSH
+_WORD_MASK = ~0x00090000     # TCP flag word without FIN and PSH
+
+# The fast path: Ethernet (no VLAN tag) / IPv4 (no options) / TCP, as one
+# unpack of bytes 0..53: EtherType, the IPv4 header, the fixed TCP header.
+_fast_hdr = struct.Struct("!12xHBBHHHBBH8s4sIIIHH")
+
+
+def _batches(it, n):
+    """Yield runs of up to ``n`` Packets as lists, and every other event
+    alone (not in a list).  On an error from ``it`` yield what was read
+    before it, then re-raise, so nothing read is lost."""
+    buf = []
+    try:
+        for ev in it:
+            if type(ev) is Packet:
+                buf.append(ev)
+                if len(buf) >= n:
+                    yield buf
+                    buf = []
+            else:
+                if buf:
+                    yield buf
+                    buf = []
+                yield ev
+    except BaseException:
+        if buf:
+            yield buf
+        raise
+    if buf:
+        yield buf
+
+
+class GROEngine:
+    """Linux GRO over a stream of capture events.
+
+    Usage::
+
+        engine = GROEngine(GROConfig())
+        for ev in engine.process(reader):   # events of pcapgro.record
+            writer.write(ev)
+        engine.stats.to_dict()
+
+    ``process`` is a generator: memory stays bounded by what GRO holds (at
+    most 64 held aggregates of < gro_max_size bytes each), whatever the
+    input size.  A DamagedInput raised by the input is re-raised after every
+    held packet has been completed and yielded.
+    """
+
+    def __init__(self, config=None):
+        self.cfg = config or GROConfig()
+        self.stats = GROStats()
+        self.flows = {}                  # flow key -> Agg
+        self.buckets = [[] for _ in range(GRO_HASH_BUCKETS)]  # oldest first
+        self.out = []
+        self.last_out_ts = 0
+        self.jiffy_ns = 1_000_000_000 // self.cfg.hz
+        self.limit = self.cfg.gro_max_size
+
+    # ------------------------------------------------------------------ API
+
+    def process(self, events):
+        """Run GRO over ``events`` (an iterable of record events), yielding
+        the events a receiving host would see, in order."""
+        cfg = self.cfg
+        gap = cfg.poll_gap_ns
+        timeout = cfg.gro_flush_timeout
+        budget = cfg.napi_budget
+        verify = cfg.verify_csum
+        fast = cfg.fast_path
+        out = self.out
+        flows = self.flows
+        stats = self.stats
+        limit = self.limit
+        csum = stats.csum
+        last_ts = None
+        in_poll = 0
+        try:
+            for batch in _batches(events, _BATCH):
+                if type(batch) is not list:
+                    if type(batch) is Section:
+                        self._flush_all(Flush.SECTION_END, last_ts or 0)
+                    out.append(batch)
+                    yield from out
+                    out.clear()
+                    continue
+                n = len(batch)
+                stats.packets += n
+                if fast:
+                    prev, plen, pay, seqn, did, ok, nv = classify(batch, verify)
+                    csum["verified"] += nv
+                    owner = [None] * n
+                for i in range(n):
+                    ev = batch[i]
+                    t = ev.ts
+                    if flows and last_ts is not None and t - last_ts > gap:
+                        self._poll_end(last_ts, t, timeout)
+                        in_poll = 0
+                    last_ts = t
+                    if budget:
+                        in_poll += 1
+                        if in_poll > budget:
+                            in_poll = 1
+                            if flows:
+                                self._flush(Flush.BUDGET, t, old_only=cfg.hz >= 1000)
+                    if fast:
+                        p = prev[i]
+                        if p >= 0:
+                            # ---- fast path: continues its flow's aggregate
+                            agg = owner[p]
+                            L = plen[i]
+                            if agg is not None and agg.held and agg.size + L < limit:
+                                dd = did[i]
+                                if agg.count == 1:
+                                    agg.fixedid = dd == 0
+                                elif dd != (0 if agg.fixedid else 1):
+                                    agg = None
+                                if agg is not None:
+                                    agg.count += 1
+                                    agg.size += L
+                                    agg.seq_next = seqn[i]
+                                    agg.pkts.append(ev)
+                                    agg.pays.append(pay[i])
+                                    owner[i] = agg
+                                    continue
+                        # ---- general path
+                        if ok[i]:
+                            seg = ipv4.receive(ev, 14, 0)   # checksums already good
+                        else:
+                            seg = self._parse(ev)
+                            if verify and type(seg) is Seg:
+                                seg = self._verify_one(seg)
+                    else:
+                        seg = self._parse(ev)
+                        if verify and type(seg) is Seg:
+                            seg = self._verify_one(seg)
+                    if type(seg) is Seg:
+                        agg = self._receive(seg, t)
+                        if fast:
+                            owner[i] = agg
+                    else:
+                        self._pass(ev, seg)
+                if out:
+                    yield from out
+                    out.clear()
+        except DamagedInput:
+            self._flush_all(Flush.END_OF_INPUT, last_ts or 0)
+            yield from out
+            out.clear()
+            raise
+        self._flush_all(Flush.END_OF_INPUT, last_ts or 0)
+        yield from out
+        out.clear()
+
+    # -------------------------------------------------------------- parsing
+
+    def _parse(self, pkt):
+        """Seg for a TCP packet GRO handles, else a Pass reason."""
+        l3off, et, vlan = network_layer(pkt.linktype, pkt.data)
+        if l3off is None:
+            return Pass.NOT_IP
+        if et == ETH_P_IP:
+            return ipv4.receive(pkt, l3off, vlan)
+        return ipv6.receive(pkt, l3off, vlan)
+
+    def _verify_one(self, seg):
+        """Checksum verdict for a general-path Seg (slow path: one at a time).
+        Returns the Seg, or Pass.BAD_TCP_CSUM."""
+        csum = self.stats.csum
+        if seg.cblock is None:
+            csum["skipped_l3_flush" if seg.flush_l3 else "skipped_truncated"] += 1
+            return seg
+        if (ones_sum(seg.cblock) + seg.cextra) % 0xFFFF == 0:
+            csum["verified"] += 1
+            return seg
+        d = seg.pkt.data
+        field = (d[seg.l4off + 16] << 8) | d[seg.l4off + 17]
+        if field == seed(seg.caddr, seg.cextra):
+            csum["seed"] += 1
+            return seg
+        csum["bad"] += 1
+        return Pass.BAD_TCP_CSUM
+
+    # ------------------------------------------------------------- receive
+
+    def _pass(self, pkt, reason):
+        """Hand a packet up unchanged (GRO_NORMAL)."""
+        self.stats.passed[reason] += 1
+        if pkt.ts < self.last_out_ts:
+            pkt = Packet(self.last_out_ts, pkt.data, pkt.orig_len, pkt.iface,
+                         pkt.linktype, pkt.meta)
+        else:
+            self.last_out_ts = pkt.ts
+        self.out.append(pkt)
+
+    def _receive(self, seg, t):
+        """dev_gro_receive + tcp_gro_receive for one parsed TCP segment.
+
+        Returns the Agg now holding the segment (merged into it, or held
+        as its head), or None when the segment was passed or completed."""
+        agg = self.flows.get(seg.key)
+        L = seg.L
+        if agg is None:
+            reason = final_flush(seg, 1)
+            if reason is not None:
+                self._pass(seg.pkt, Pass.PURE_ACK if L == 0 else Pass.FLAGS)
+            elif seg.flush_l3:
+                self._pass(seg.pkt, Pass.L3_FLUSH)
+            else:
+                return self._hold(seg, t)
+            return None
+        reason = merge_flush(agg, seg)
+        if reason is None:
+            if seg.flush_l3:
+                reason = Flush.L3_FLUSH
+            elif agg.size + L >= self._limit(agg):
+                reason = Flush.SIZE_LIMIT
+        if reason is None:
+            # skb_gro_receive: merged
+            agg.count += 1
+            agg.seq_next = (agg.seq_next + L) & 0xFFFFFFFF
+            agg.size += L
+            agg.fin_psh |= seg.flags & _FIN_PSH
+            agg.pkts.append(seg.pkt)
+            agg.pays.append(seg.pay)
+            after = final_flush(seg, agg.mss)
+            if after is not None:
+                self._complete(agg, after, t)
+                return None
+            return agg
+        self._complete(agg, reason, t)
+        after = final_flush(seg, 1)
+        if after is not None:
+            self._pass(seg.pkt, Pass.PURE_ACK if L == 0 else Pass.FLAGS)
+        elif seg.flush_l3:
+            self._pass(seg.pkt, Pass.L3_FLUSH)
+        else:
+            return self._hold(seg, t)
+        return None
+
+    def _limit(self, agg):
+        """gro_max_size for this aggregate (skb_gro_receive): above 65536
+        only plain TCP may grow (BIG TCP)."""
+        return self.limit
+
+    def _hold(self, seg, t):
+        """Put ``seg`` on its GRO list as a new head (gso_size := its
+        payload length), completing the bucket's oldest if the bucket is
+        full (gro_flush_oldest)."""
+        key = seg.key
+        if self.cfg.hash == "flow":
+            h = zlib.crc32(b"".join(k if type(k) is bytes else
+                                    str(k).encode() for k in key[2:])) or 1
+        else:
+            h = 0
+        b = self.buckets[h & (GRO_HASH_BUCKETS - 1)]
+        if len(b) >= MAX_GRO_SKBS:
+            self._complete(b[0], Flush.BUCKET_FULL, t)
+        agg = Agg()
+        agg.key = key
+        agg.hash = h
+        agg.bucket = b
+        agg.head = seg
+        agg.pkts = [seg.pkt]
+        agg.pays = [seg.pay]
+        agg.held = True
+        agg.count = 1
+        agg.mss = seg.L
+        agg.seq_next = (seg.seq + seg.L) & 0xFFFFFFFF
+        agg.size = seg.l3len + 4 * seg.vlan
+        agg.fin_psh = 0
+        agg.fixedid = False
+        agg.age = t // self.jiffy_ns
+        agg.ack = int.from_bytes(seg.ackopt[:4], "big")
+        agg.opts = seg.ackopt[4:]
+        b.append(agg)
+        self.flows[key] = agg
+        return agg
+
+    # ------------------------------------------------------------ flushing
+
+    def _poll_end(self, last_ts, next_ts, timeout):
+        """The poll that took the packet at ``last_ts`` ended before the one
+        at ``next_ts`` arrived (napi_complete_done)."""
+        if not timeout:
+            self._flush(Flush.POLL_END, last_ts, old_only=False)
+            return
+        self._flush(Flush.POLL_END, last_ts, old_only=True)
+        if self.flows and next_ts - last_ts > timeout:
+            self._flush(Flush.FLUSH_TIMEOUT, last_ts + timeout, old_only=False)
+
+    def _flush(self, reason, t, old_only):
+        """__gro_flush: buckets 0..7, oldest first; with ``old_only`` stop a
+        bucket's scan at the first packet held in the current jiffy."""
+        now = t // self.jiffy_ns
+        for b in self.buckets:
+            while b:
+                agg = b[0]
+                if old_only and agg.age == now:
+                    break
+                self._complete(agg, reason, t)
+
+    def _flush_all(self, reason, t):
+        if self.flows:
+            self._flush(reason, t, old_only=False)
+
+    def _complete(self, agg, reason, t):
+        """Complete a held packet (gro_complete) and hand it up at time t."""
+        agg.bucket.remove(agg)
+        del self.flows[agg.key]
+        agg.held = False
+        st = self.stats
+        st.flush[reason] += 1
+        if t < self.last_out_ts:
+            t = self.last_out_ts
+        self.last_out_ts = t
+        head = agg.head
+        pkt = head.pkt
+        if agg.count == 1:
+            st.singles += 1
+            self.out.append(pkt if pkt.ts == t else
+                            Packet(t, pkt.data, pkt.orig_len, pkt.iface, pkt.linktype, pkt.meta))
+            return
+        st.aggregates += 1
+        st.segments_merged += agg.count
+        st.hist[agg.count] += 1
+        self.out.append(self._build(agg, t))
+
+    def _build(self, agg, t):
+        """The aggregate as a receiver's capture shows it: the first
+        segment's headers, every payload, lengths and checksums rewritten."""
+        head = agg.head
+        pkt = head.pkt
+        d = pkt.data
+        l3off = head.l3off
+        l3len = agg.size - 4 * head.vlan
+        hdr = bytearray(d[:head.pay])
+        l4off = head.l4off
+        ins = 0
+        if head.family == 4:
+            ipv4.complete_header(hdr, l3off, l3len)
+        else:
+            hdr, ins = ipv6.complete_header(hdr, l3off, l3len)
+            l4off += ins
+        hdr[l4off + 13] |= agg.fin_psh
+        tcplen = l3len - (head.l4off - l3off)
+        if head.family == 4:
+            caddr = d[l3off + 12:l3off + 20]
+            pseudo = ones_sum(caddr) + 6 + tcplen
+        else:
+            caddr = d[l3off + 8:l3off + 40]
+            pseudo = ones_sum(caddr) + 6 + (tcplen >> 16) + (tcplen & 0xFFFF)
+        hdr[l4off + 16] = 0
+        hdr[l4off + 17] = 0
+        payloads, cut = _payloads(agg)
+        if self.cfg.csum == "kernel" or cut:
+            c = fold(pseudo)
+        else:
+            s = pseudo + ones_sum(bytes(hdr[l4off:]))
+            # payload sums: realign odd-offset pieces by summing the joined payload
+            s += _payload_sum(payloads)
+            c = (~fold(s)) & 0xFFFF
+        hdr[l4off + 16] = c >> 8
+        hdr[l4off + 17] = c & 0xFF
+        data = b"".join([bytes(hdr)] + payloads)
+        orig_len = l3off + ins + l3len
+        meta = None
+        if self.cfg.annotate:
+            old = pkt.meta
+            comments = list(old.comments) if old is not None else []
+            comments.append(f"pcapgro: GRO aggregate of {agg.count} segments, "
+                            f"gso_size {agg.mss}")
+            flags = (old.flags or 0) if old is not None else 0
+            meta = PacketMeta(comments=comments, flags=flags | EPB_FLAG_TSO,
+                              options=list(old.options) if old is not None else [])
+        elif pkt.meta is not None:
+            meta = pkt.meta
+        return Packet(t, data, orig_len, pkt.iface, pkt.linktype, meta)
+
+
+def final_flush_reason(flags, L, mss):
+    """final_flush for a merged segment, from its flags and length."""
+    if L < mss:
+        return Flush.SHORT_SEGMENT
+    for bit, reason in ((FIN, Flush.FIN), (PSH, Flush.PSH), (0x20, Flush.URG),
+                        (0x04, Flush.RST), (0x02, Flush.SYN)):
+        if flags & bit:
+            return reason
+    return None
+
+
+def _payloads(agg):
+    """The captured payload bytes of every merged segment, in order, and
+    whether the snaplen cut one: payload is then contiguous only up to and
+    including the first cut segment, so later ones are left out."""
+    out = []
+    for p, o in zip(agg.pkts, agg.pays):
+        d = p.data
+        out.append(d[o:])
+        if len(d) < p.orig_len:
+            return out, True
+    return out, False
+
+
+def _payload_sum(payloads):
+    """One's-complement sum (mod 0xFFFF) of the concatenated payloads."""
+    joined = b"".join(payloads)
+    if len(joined) < 4096:
+        return ones_sum(joined)
+    return batch_sums([joined])[0]

@@ -1,0 +1,149 @@
+"""The fast path: Ethernet / IPv4 / TCP decided for a whole batch at once.
+
+The kernel inlines its GRO fast path because call depth costs cycles; in
+CPython per-packet statements cost far more, so pcapgro goes further: for a
+batch of packets the headers of the common case (EN10MB, no VLAN tag, IPv4
+without options, TCP) are parsed, checksum-verified and compared with the
+previous packet of the same flow in numpy, column by column.  What is left
+per packet in Python is the part that depends on engine state (is the
+aggregate still held, the size limit, the IPv4 ID mode).
+
+:func:`classify` only ever says "this segment continues the aggregate its
+flow's previous packet is in, if that one is still held"; every other packet
+(a new flow, a flush, a PSH, a short segment, IPv6, VLAN, ...) takes the
+general path in :mod:`pcapgro.gro.engine`, which is the reference.  The
+equivalence of the two is tested (tests/test_gro_fastpath.py).
+
+The conditions are those of tcp_gro_receive / inet_gro_receive (Linux 6.18)
+rewritten pairwise: a segment may follow the flow's previous segment p when
+it is a valid, unflagged (no L3 flush) IPv4/TCP packet; p carried no
+URG/PSH/RST/SYN/FIN (else p's aggregate was completed); the new one carries
+none of those nor CWR; TCP bytes 12..15 (data offset, flags, window) equal
+but for FIN/PSH, ack_seq and every option byte equal; TOS, TTL and DF
+equal; the payload length equals p's (then it equals gso_size, as p was the
+head or merged at full size) and is > 0; seq = p.seq + p.len; and the IPv4
+ID differs from p's by 0 or 1 (the engine checks which mode the aggregate
+is in).  By induction over the aggregate these equal the kernel's
+comparisons with the head.
+"""
+
+import numpy as np
+
+__all__ = ["classify", "HDR"]
+
+HDR = 94                   # bytes of each frame looked at: Ethernet, IPv4, TCP + 40 options
+_COLS = np.arange(HDR, dtype=np.int64)
+_OPT_COLS = np.arange(40, dtype=np.int64)
+_FINAL = 0x2F              # URG | PSH | RST | SYN | FIN
+_CWR = 0x80
+_TAIL = bytes(128)
+
+
+def _u16(H, c):
+    return (H[:, c].astype(np.int64) << 8) | H[:, c + 1]
+
+
+def _u32(H, c):
+    return ((H[:, c].astype(np.int64) << 24) | (H[:, c + 1].astype(np.int64) << 16)
+            | (H[:, c + 2].astype(np.int64) << 8) | H[:, c + 3])
+
+
+def classify(batch, verify):
+    """Decide the fast-path cases of a batch of Packets.
+
+    Args:
+        batch:  list of Packet (no other events).
+        verify: verify TCP checksums (the IPv4 header checksum is always
+                verified).
+
+    Returns:
+        ``(prev, plen, pay, seqn, did, ok, n_verified)``, lists aligned with
+        ``batch``:
+
+        * ``prev[i]``: index in the batch of the flow's previous packet when
+          packet i may continue that packet's aggregate (see module doc),
+          else -1.
+        * ``plen[i]``: TCP payload length (bytes); ``pay[i]``: payload
+          offset; ``seqn[i]``: seq + length mod 2**32; ``did[i]``: IPv4 ID
+          minus the previous packet's, mod 2**16.
+        * ``ok[i]``: True when packet i is a plain Ethernet/IPv4/TCP packet
+          whose checksums were verified good (or, verify off, whose IPv4
+          header checksum is good) and that fills its frame exactly; the
+          general path then need not verify it again.
+        * ``n_verified``: how many TCP checksums were verified good.
+    """
+    n = len(batch)
+    datas = [p.data for p in batch]
+    lens = np.fromiter(map(len, datas), dtype=np.int64, count=n)
+    if verify:
+        # frames end to end, odd ones padded to even length, so that every
+        # IPv4 header (at frame offset 14) starts on a 16-bit word
+        plen2 = lens + (lens & 1)
+        buf = b"".join([d if not len(d) & 1 else d + b"\0" for d in datas] + [_TAIL])
+    else:
+        plen2 = lens
+        buf = b"".join(datas + [_TAIL])
+    off = np.zeros(n, dtype=np.int64)
+    np.cumsum(plen2[:-1], out=off[1:])
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    idx = off[:, None] + _COLS
+    np.minimum(idx, len(arr) - 1, out=idx)
+    H = arr[idx]                                   # (n, 94) header bytes
+    origs = np.array([p.orig_len for p in batch], dtype=np.int64)
+    lt = np.array([p.linktype | (p.iface << 16) for p in batch], dtype=np.int64)
+
+    tot = _u16(H, 16)
+    word = _u32(H, 46)
+    doff = H[:, 46] >> 4
+    hl = doff.astype(np.int64) << 2
+    pay = 34 + hl
+    L = 14 + tot - pay
+    frag = _u16(H, 20)
+    fast = ((lt == 1) & (lens >= 54) & (H[:, 12] == 8) & (H[:, 13] == 0)
+            & (H[:, 14] == 0x45) & (H[:, 23] == 6) & (tot + 14 == lens)
+            & (lens == origs) & ((frag & 0xBFFF) == 0) & (doff >= 5) & (L >= 0))
+    # IPv4 header checksum from the header columns
+    hw = H[:, 14:34].astype(np.int64)
+    fast &= ((hw[:, 0::2] << 8) + hw[:, 1::2]).sum(axis=1) % 0xFFFF == 0
+    n_verified = 0
+    if verify:
+        # TCP checksum: addresses + segment, 16-bit words [s+6, e)
+        words = np.frombuffer(buf, dtype=">u2")
+        s = (off + 14) >> 1
+        e = (off + plen2) >> 1
+        ix = np.empty(2 * n, dtype=np.intp)
+        ix[0::2] = np.minimum(s + 6, e)
+        ix[1::2] = e
+        acc = np.uint32 if int(lens.max()) < 65536 else np.uint64
+        r = np.add.reduceat(words, ix, dtype=acc)[0::2].astype(np.int64)
+        tcp_ok = (r + 6 + tot - 20) % 0xFFFF == 0
+        n_verified = int(np.count_nonzero(fast & tcp_ok))
+        fast &= tcp_ok
+
+    # previous packet of the same flow (MAC header + addresses + ports)
+    key = np.ascontiguousarray(np.concatenate((H[:, 0:14], H[:, 26:38]), axis=1))
+    kv = key.view(np.dtype((np.void, 26))).ravel()
+    _, inv = np.unique(kv, return_inverse=True)
+    inv = inv.ravel()
+    order = np.argsort(inv, kind="stable")
+    same = inv[order[1:]] == inv[order[:-1]]
+    prev = np.full(n, -1, dtype=np.int64)
+    prev[order[1:][same]] = order[:-1][same]
+
+    has = prev >= 0
+    p = np.where(has, prev, 0)
+    flags = H[:, 47]
+    seq = _u32(H, 38)
+    ipid = _u16(H, 18)
+    did = (ipid - ipid[p]) & 0xFFFF
+    seqn = (seq + L) & 0xFFFFFFFF
+    opt_eq = ((H[:, 54:94] == H[p, 54:94]) | (_OPT_COLS >= (hl - 20)[:, None])).all(axis=1)
+    cont = (has & fast & fast[p] & ((flags[p] & _FINAL) == 0) & ((flags & (_FINAL | _CWR)) == 0)
+            & (((word ^ word[p]) & ~0x00090000) == 0)
+            & (H[:, 42:46] == H[p, 42:46]).all(axis=1) & opt_eq
+            & (H[:, 15] == H[p, 15]) & (H[:, 22] == H[p, 22])
+            & ((frag & 0x4000) == (frag[p] & 0x4000))
+            & (L > 0) & (L == L[p]) & (seq == seqn[p]) & (did <= 1))
+    prev = np.where(cont, prev, -1)
+    return (prev.tolist(), L.tolist(), pay.tolist(), seqn.tolist(), did.tolist(),
+            fast.tolist(), n_verified)

@@ -1,0 +1,68 @@
+"""Per-packet GRO state: the parsed segment and the held aggregate.
+
+The kernel keeps this in one control block per skb (NAPI_GRO_CB); pcapgro
+keeps it in two slotted objects: :class:`Seg` for the packet being received,
+:class:`Agg` for a packet held on a GRO list (with everything merged into it).
+"""
+
+__all__ = ["Seg", "Agg"]
+
+
+class Seg:
+    """A received TCP segment, parsed down to its payload.
+
+    Offsets are bytes into ``pkt.data``.
+
+    Attributes:
+        pkt:      the Packet.
+        family:   4 or 6.
+        l3off:    start of the IP header; l4off: start of the TCP header.
+        pay:      start of the TCP payload; end: end of the IP datagram in the
+                  captured bytes (capped at the captured length).
+        L:        TCP payload length in bytes as the kernel sees it
+                  (skb_gro_len: wire bytes after the TCP header, taken from
+                  the original length, so Ethernet padding counts).
+        l3len:    IP datagram length in bytes (IPv4 total length / IPv6 40 +
+                  payload length).
+        key:      flow key (interface, MAC header, addresses, ports, ...).
+        flags:    TCP flags byte; word: TCP bytes 12..15 as int (data offset,
+                  flags, window); seq: sequence number.
+        ackopt:   bytes: ack_seq + all option bytes (compared as a whole).
+        tosttl:   IPv4 (TOS << 8 | TTL) / IPv6 (traffic class << 8 | hop limit).
+        df:       IPv4 DF bit (0x4000 or 0); 0 for IPv6.
+        ipid:     IPv4 ID, None for IPv6.
+        flush_l3: the L3 flush flag (length mismatch, evil bit).
+        vlan:     in-band VLAN tags crossed (count toward the size limit).
+        cblock:   bytes whose one's-complement sum + cextra is ≡ 0 mod 0xFFFF
+                  when the TCP checksum is valid, or None (not verified).
+        cextra:   int, the rest of the pseudo-header sum (protocol + length).
+        caddr:    bytes: the pseudo-header addresses (for the seed check).
+    """
+
+    __slots__ = ("pkt", "family", "l3off", "l4off", "pay", "end", "L", "l3len",
+                 "key", "flags", "word", "seq", "ackopt", "tosttl", "df", "ipid",
+                 "flush_l3", "vlan", "cblock", "cextra", "caddr")
+
+
+class Agg:
+    """A held packet on a GRO list and what has been merged into it.
+
+    Attributes:
+        key, bucket, hash: flow key, bucket index (hash & 7), 32-bit flow hash.
+        head:     the first Seg (its headers become the aggregate's).
+        pkts:     the merged Packets, in order (head first).
+        pays:     offset of the TCP payload in each of them, bytes.
+        held:     still on its GRO list (False once completed).
+        count:    segments merged (NAPI_GRO_CB(p)->count).
+        mss:      gso_size: payload length of the first segment, bytes.
+        seq_next: sequence number the next segment must carry.
+        size:     p->len: L3 bytes so far + 4 per in-band VLAN tag.
+        fin_psh:  FIN|PSH bits OR-ed from merged segments.
+        fixedid:  True once the IPv4 ID pattern was found fixed (6.18).
+        age:      jiffy when the head was held.
+        ack, opts: the head's ack_seq (int) and option bytes (fast path).
+    """
+
+    __slots__ = ("key", "bucket", "hash", "head", "payloads", "count", "mss",
+                 "seq_next", "size", "fin_psh", "fixedid", "age", "held",
+                 "pkts", "pays", "ack", "opts")

@@ -1,0 +1,75 @@
+"""Merge statistics: what merged, and why each aggregate ended."""
+
+from collections import Counter
+
+__all__ = ["GROStats"]
+
+
+class GROStats:
+    """Counters kept by the GRO engine.
+
+    Attributes (all ints unless stated):
+        packets:     packets that entered the engine.
+        aggregates:  completed held packets with more than one segment.
+        singles:     completed held packets that merged nothing (written
+                     unchanged).
+        segments_merged: segments inside aggregates (sum of their counts).
+        passed:      Counter Pass reason -> packets passed without being held.
+        flush:       Counter Flush reason -> held packets completed for it
+                     (aggregates and singles alike).
+        hist:        Counter segments-per-aggregate -> aggregates.
+        csum:        Counter: verified, bad, seed (pseudo-header seed trusted),
+                     skipped_truncated, skipped_l3_flush, skipped_disabled.
+    """
+
+    def __init__(self):
+        self.packets = 0
+        self.aggregates = 0
+        self.singles = 0
+        self.segments_merged = 0
+        self.passed = Counter()
+        self.flush = Counter()
+        self.hist = Counter()
+        self.csum = Counter()
+
+    def to_dict(self):
+        """The statistics as a JSON-ready dict (schema in README, "gro")."""
+        n_agg = self.aggregates
+        return {
+            "packets": self.packets,
+            "aggregates": n_agg,
+            "segments_merged": self.segments_merged,
+            "singles": self.singles,
+            "passed": sum(self.passed.values()),
+            "segments_per_aggregate": {
+                "mean": round(self.segments_merged / n_agg, 3) if n_agg else 0.0,
+                "max": max(self.hist) if self.hist else 0,
+                "histogram": {str(k): v for k, v in sorted(self.hist.items())},
+            },
+            "flush_reasons": {k.value: v for k, v in sorted(self.flush.items(), key=lambda kv: kv[0].value)},
+            "pass_reasons": {k.value: v for k, v in sorted(self.passed.items(), key=lambda kv: kv[0].value)},
+            "checksums": dict(sorted(self.csum.items())),
+        }
+
+    def table(self):
+        """Human-readable lines (list of str) for stderr."""
+        d = self.to_dict()
+        spa = d["segments_per_aggregate"]
+        lines = [
+            f"GRO: {d['packets']} packets in: {d['segments_merged']} merged into "
+            f"{d['aggregates']} aggregates (mean {spa['mean']}, max {spa['max']} segments), "
+            f"{d['singles']} held unmerged, {d['passed']} passed",
+        ]
+        if d["flush_reasons"]:
+            lines.append("  completed because: " + ", ".join(
+                f"{k} {v}" for k, v in sorted(d["flush_reasons"].items(), key=lambda kv: -kv[1])))
+        if d["pass_reasons"]:
+            lines.append("  passed because:    " + ", ".join(
+                f"{k} {v}" for k, v in sorted(d["pass_reasons"].items(), key=lambda kv: -kv[1])))
+        if d["checksums"]:
+            lines.append("  TCP checksums:     " + ", ".join(
+                f"{k} {v}" for k, v in d["checksums"].items()))
+        if spa["histogram"]:
+            lines.append("  segments/aggregate: " + " ".join(
+                f"{k}:{v}" for k, v in spa["histogram"].items()))
+        return lines
