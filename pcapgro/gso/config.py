@@ -1,0 +1,70 @@
+"""GSO splitter configuration."""
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..errors import UnusableInput
+
+__all__ = ["GSOConfig", "TCP_MIN_GSO_SIZE", "MIN_MTU"]
+
+TCP_MIN_GSO_SIZE = 8    # bytes (include/net/tcp.h): smallest TCP gso_size
+MIN_MTU = 68            # bytes: smallest IPv4 MTU (RFC 791)
+
+
+@dataclass
+class GSOConfig:
+    """How super-frames are cut.
+
+    Attributes:
+        mss:        TCP segment payload size in bytes for every flow
+                    (``--mss``); None = per flow from the capture (peer's SYN
+                    MSS, own SYN MSS, largest non-super segment, else what
+                    fits ``mtu``).  Also the super-frame test: a TCP packet
+                    is split when its payload > mss.
+        mtu:        bytes, largest L3 length (IP header + extension headers
+                    + L4) of a segment made from the MTU rule (``--mtu``,
+                    default 1500).  Without ``mss`` and without a SYN MSS, a
+                    TCP packet is a super-frame when its L3 length > mtu; a
+                    UDP packet without ``gso_size`` whose L3 length > mtu is
+                    an error (UnusableInput).
+        gso_size:   UDP datagram payload size in bytes (``--gso-size``); a
+                    UDP packet is split when its payload > gso_size.  None =
+                    UDP is never split.
+        fixed_id:   True = every TCP segment keeps the super-frame's IPv4 ID
+                    (SKB_GSO_TCP_FIXEDID); False = ID + k for segment k.
+                    UDP always gets ID + k (the kernel sets FIXEDID only for
+                    TCP).
+        link_rate:  bit/s assumed for spreading segment timestamps (see
+                    :mod:`pcapgro.gso.engine`); 0 = every segment keeps the
+                    super-frame's timestamp.  Default 10 Gbit/s.
+        complete_csum: complete partial checksums of packets that need no
+                    split: a TCP/UDP checksum field holding exactly the
+                    pseudo-header seed (what a sender with checksum offload
+                    captures) gets the valid value its NIC writes on the
+                    wire; every other passed packet stays byte-identical.
+                    False = pass everything byte-identical.
+        annotate:   clear the pcapng "TCP segmentation offloaded" EPB flag
+                    (bit 11) and, on segments with a computed checksum, the
+                    "checksum not ready" flag (bit 9) of segments.
+
+    Raises (on construction):
+        UnusableInput: mss / gso_size < 8, mtu < 68, negative link_rate.
+    """
+
+    mss: Optional[int] = None
+    mtu: int = 1500
+    gso_size: Optional[int] = None
+    fixed_id: bool = False
+    link_rate: int = 10_000_000_000
+    complete_csum: bool = True
+    annotate: bool = True
+
+    def __post_init__(self):
+        if self.mss is not None and not (TCP_MIN_GSO_SIZE <= self.mss <= 0xFFFFFF):
+            raise UnusableInput(f"--mss {self.mss}: must be at least {TCP_MIN_GSO_SIZE}")
+        if self.gso_size is not None and not (TCP_MIN_GSO_SIZE <= self.gso_size <= 0xFFFF):
+            raise UnusableInput(f"--gso-size {self.gso_size}: must be 8..65535")
+        if self.mtu < MIN_MTU:
+            raise UnusableInput(f"--mtu {self.mtu}: must be at least {MIN_MTU}")
+        if self.link_rate < 0:
+            raise UnusableInput(f"link rate {self.link_rate}: must be >= 0")

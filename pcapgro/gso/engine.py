@@ -1,0 +1,356 @@
+"""The GSO splitter: cut super-frames into wire-sized segments.
+
+Mirrors the kernel's software segmentation (net/core/dev.c
+skb_gso_segment -> net/ipv4/af_inet.c inet_gso_segment /
+net/ipv6/ip6_offload.c ipv6_gso_segment -> net/ipv4/tcp_offload.c
+tcp_gso_segment / net/ipv4/udp_offload.c __udp_gso_segment ->
+net/core/skbuff.c skb_segment) of Linux 6.18.  Protocol rules live in
+:mod:`.ipv4`, :mod:`.ipv6`, :mod:`.tcp` and :mod:`.udp`.
+
+What a capture lacks, and how it is modelled:
+
+* gso_size.  TCP: ``--mss``, else the MSS option of the peer's SYN /
+  SYN-ACK, else of the sender's own SYN (both less the TCP option bytes the
+  data segment carries, as tcp_current_mss does), else the largest
+  non-super segment of the flow so far, else what fits ``mtu``.  Without
+  ``--mss`` and without a SYN MSS a TCP packet is a super-frame only when
+  its L3 length exceeds ``mtu``.  UDP: only ``gso_size``.
+* Segment timestamps.  Segment k of n gets ``ts + k * step`` (integer ns):
+  ``step`` is the wire time of the first (full-sized) segment's frame at
+  ``link_rate`` (``ceil(orig_len * 8 * 1e9 / link_rate)``, no preamble or
+  gap counted), capped at ``(next_ts - ts) // n`` where ``next_ts`` is the
+  timestamp of the next packet in the input, so the last segment never
+  overtakes it (and at 0 when the next packet is not later).  With no next
+  packet known (end of input, or a new section / more than 64 other blocks
+  in between) only the wire time applies; ``link_rate=0`` stamps every
+  segment with the super-frame's time.  Timestamps within a split are
+  non-decreasing; packets passed through keep their own.
+
+Memory: one packet of lookahead (plus up to 64 non-packet events read
+after it), and per TCP flow its SYN MSS and largest segment size.
+"""
+
+import ipaddress
+import struct
+
+from ..errors import DamagedInput, UnusableInput
+from ..linklayer import ETH_P_IP, network_layer
+from ..checksum import checksum, fold, ones_sum, pseudo_sum_v4, pseudo_sum_v6
+from ..record import EPB_FLAG_TSO, Packet, PacketMeta, Section
+from . import ipv4, ipv6, tcp, udp
+from .config import TCP_MIN_GSO_SIZE, GSOConfig
+from .reasons import Pass, SizeSource
+from .stats import FlowStats, GSOStats
+
+__all__ = ["GSOSplitter", "TUNNEL_PORTS", "TUNNEL_PROTOS"]
+
+TUNNEL_PORTS = (4789, 6081, 8472)   # VXLAN (IANA, Linux legacy 8472), Geneve
+TUNNEL_PROTOS = (4, 41, 47)         # IPIP, IPv6-in-IP (SIT), GRE
+EPB_FLAG_CSUM_NOT_READY = 1 << 9
+_MAX_PENDING = 64
+_SYN_RST = tcp.SYN | tcp.RST
+_ports = struct.Struct("!HH").unpack_from
+
+
+class _Flow:
+    """Per TCP flow (one direction): MSS option of its SYN, largest
+    payload (bytes) of a segment that fitted the MTU."""
+
+    __slots__ = ("syn_mss", "largest")
+
+    def __init__(self):
+        self.syn_mss = 0
+        self.largest = 0
+
+
+def _flow_name(l3, sport, dport):
+    a = ipaddress.ip_address(bytes(l3.src))
+    b = ipaddress.ip_address(bytes(l3.pdst))
+    if l3.family == 6:
+        return f"[{a}]:{sport} > [{b}]:{dport}"
+    return f"{a}:{sport} > {b}:{dport}"
+
+
+class GSOSplitter:
+    """Linux GSO/TSO over a stream of capture events.
+
+    Usage::
+
+        splitter = GSOSplitter(GSOConfig(gso_size=1200))
+        for ev in splitter.process(reader):     # events of pcapgro.record
+            writer.write(ev)
+        splitter.stats.to_dict()
+
+    Attributes:
+        cfg:   the :class:`~pcapgro.gso.config.GSOConfig`.
+        stats: :class:`~pcapgro.gso.stats.GSOStats`.
+    """
+
+    def __init__(self, config=None):
+        self.cfg = config or GSOConfig()
+        self.stats = GSOStats()
+        self.flows = {}          # (section, iface, src, dst, sport, dport) -> _Flow
+        self.section = 0
+
+    # ------------------------------------------------------------------ API
+
+    def process(self, events):
+        """Split every super-frame of ``events`` (an iterable of record
+        events), yielding the events in order: non-Packet events and
+        packets that need no split unchanged, super-frames replaced by
+        their segments.
+
+        Raises:
+            UnusableInput: a UDP super-packet (L3 length > mtu) and no
+                ``gso_size`` (the message names the flow).
+            DamagedInput:  re-raised from ``events`` after everything read
+                before the damage has been yielded.
+        """
+        held = None
+        pending = []
+        split = self.split
+        try:
+            for ev in events:
+                if type(ev) is Packet:
+                    if held is not None:
+                        yield from split(held, ev.ts)
+                        if pending:
+                            yield from self._drain(pending)
+                    held = ev
+                    continue
+                if held is None:
+                    pending.append(ev)
+                    yield from self._drain(pending)
+                elif type(ev) is Section or len(pending) >= _MAX_PENDING:
+                    yield from split(held, None)
+                    held = None
+                    pending.append(ev)
+                    yield from self._drain(pending)
+                else:
+                    pending.append(ev)
+        except DamagedInput:
+            if held is not None:
+                yield from split(held, None)
+            yield from self._drain(pending)
+            raise
+        if held is not None:
+            yield from split(held, None)
+        yield from self._drain(pending)
+
+    def split(self, pkt, next_ts=None):
+        """Segment one packet.
+
+        Args:
+            pkt:     a :class:`~pcapgro.record.Packet`.
+            next_ts: timestamp (int ns) of the packet that follows it in the
+                     capture, or None; segments are stamped before it.
+        Returns:
+            ``[pkt]`` (the same object, unchanged) when it needs no split,
+            else the list of segment Packets.  Updates per-flow state and
+            statistics.
+        Raises:
+            UnusableInput: UDP super-packet without ``gso_size``.
+        """
+        self.stats.packets += 1
+        data = pkt.data
+        l3off, et, _ = network_layer(pkt.linktype, data)
+        if l3off is None:
+            return self._pass(pkt, Pass.NOT_IP)
+        if et == ETH_P_IP:
+            l3 = ipv4.parse(data, l3off, pkt.orig_len)
+        else:
+            l3 = ipv6.parse(data, l3off, pkt.orig_len)
+        if type(l3) is Pass:
+            return self._pass(pkt, l3)
+        proto = l3.proto
+        if proto == 6:
+            return self._tcp(pkt, l3, next_ts)
+        if proto == 17:
+            return self._udp(pkt, l3, next_ts)
+        if proto in TUNNEL_PROTOS and len(l3.hdr) + l3.l4len > self.cfg.mtu:
+            return self._pass(pkt, Pass.TUNNEL)
+        return self._pass(pkt, Pass.NO_HANDLER)
+
+    # ------------------------------------------------------------ internals
+
+    def _drain(self, pending):
+        for ev in pending:
+            if type(ev) is Section:
+                self.section += 1
+                self.flows.clear()
+            yield ev
+        pending.clear()
+
+    def _pass(self, pkt, reason):
+        self.stats.passed[reason] += 1
+        return [pkt]
+
+    def _small(self, pkt, l3, proto):
+        """Pass a TCP/UDP packet that needs no split; with
+        ``complete_csum``, a checksum field holding exactly the
+        pseudo-header seed (CHECKSUM_PARTIAL, as captured on a sender with
+        checksum offload) is completed to the value the NIC puts on the
+        wire.  Anything else is passed byte-identical."""
+        self.stats.passed[Pass.SMALL] += 1
+        if not self.cfg.complete_csum:
+            return [pkt]
+        data = pkt.data
+        l4off = l3.l4off
+        end = l4off + l3.l4len
+        if len(data) < end:
+            return [pkt]                # payload not captured: cannot complete
+        coff = l4off + (16 if proto == 6 else 6)
+        field = (data[coff] << 8) | data[coff + 1]
+        L = l3.l4len
+        if l3.family == 4:
+            ps = pseudo_sum_v4(l3.src, l3.pdst, proto, L)
+        else:
+            ps = pseudo_sum_v6(l3.src, l3.pdst, proto, L)
+        if field != fold(ps):
+            return [pkt]
+        block = bytearray(data[l4off:end])
+        block[coff - l4off:coff - l4off + 2] = b"\0\0"
+        c = checksum(ps + ones_sum(block))
+        if proto == 17 and c == 0:
+            c = 0xFFFF
+        if c == field:
+            return [pkt]
+        d = bytearray(data)
+        d[coff] = c >> 8
+        d[coff + 1] = c & 0xFF
+        self.stats.csum["completed"] += 1
+        return [Packet(pkt.ts, bytes(d), pkt.orig_len, pkt.iface, pkt.linktype, pkt.meta)]
+
+    def _tcp(self, pkt, l3, next_ts):
+        """tcp_gso_segment: choose gso_size for the flow, decide, cut."""
+        data = pkt.data
+        l4off = l3.l4off
+        r = tcp.parse(data, l4off, l3.l4len)
+        if type(r) is Pass:
+            return self._pass(pkt, r)
+        thl, flags = r
+        sport, dport = _ports(data, l4off)
+        key = (self.section, pkt.iface, l3.src, l3.pdst, sport, dport)
+        flows = self.flows
+        fl = flows.get(key)
+        if fl is None:
+            fl = flows[key] = _Flow()
+        if flags & tcp.SYN:
+            m = tcp.syn_mss(data, l4off, thl)
+            if m:
+                fl.syn_mss = m
+        P = l3.l4len - thl
+        if P <= 0:
+            return self._small(pkt, l3, 6)
+        cfg = self.cfg
+        l3len = len(l3.hdr) + l3.l4len
+        fits = l3len <= cfg.mtu
+        opt = thl - 20
+        if cfg.mss:
+            mss, src = cfg.mss, SizeSource.OPTION
+        else:
+            peer = flows.get((self.section, pkt.iface, l3.pdst, l3.src, dport, sport))
+            if peer is not None and peer.syn_mss - opt >= TCP_MIN_GSO_SIZE:
+                mss, src = peer.syn_mss - opt, SizeSource.SYN
+            elif fl.syn_mss - opt >= TCP_MIN_GSO_SIZE:
+                mss, src = fl.syn_mss - opt, SizeSource.OWN_SYN
+            elif fits:
+                if P > fl.largest:
+                    fl.largest = P
+                return self._small(pkt, l3, 6)
+            elif fl.largest:
+                mss, src = fl.largest, SizeSource.LARGEST
+            else:
+                mss = max(TCP_MIN_GSO_SIZE, cfg.mtu - len(l3.hdr) - thl)
+                src = SizeSource.MTU
+        if P <= mss:
+            if fits and P > fl.largest:
+                fl.largest = P
+            return self._small(pkt, l3, 6)
+        if flags & _SYN_RST:
+            return self._pass(pkt, Pass.FLAGS)
+        res = tcp.segment(data, l3, thl, mss, cfg.fixed_id)
+        if res is None:
+            return self._pass(pkt, Pass.SEGMENT_TOO_BIG)
+        return self._emit(pkt, res, key, l3, sport, dport, "tcp", src, mss, next_ts)
+
+    def _udp(self, pkt, l3, next_ts):
+        """__udp_gso_segment for SKB_GSO_UDP_L4 super-packets."""
+        data = pkt.data
+        l4off = l3.l4off
+        if len(data) < l4off + 8:
+            return self._pass(pkt, Pass.TRUNCATED)
+        if l3.l4len < 8:
+            return self._pass(pkt, Pass.BAD_LENGTH)
+        sport, dport = _ports(data, l4off)
+        P = l3.l4len - 8
+        cfg = self.cfg
+        g = cfg.gso_size
+        l3len = len(l3.hdr) + l3.l4len
+        if dport in TUNNEL_PORTS:
+            if l3len > cfg.mtu or (g is not None and P > g):
+                return self._pass(pkt, Pass.TUNNEL)
+            return self._pass(pkt, Pass.SMALL)
+        if g is None:
+            if l3len > cfg.mtu:
+                raise UnusableInput(
+                    f"UDP super-packet in flow {_flow_name(l3, sport, dport)} "
+                    f"({P} bytes of payload, L3 length {l3len} > MTU {cfg.mtu}): "
+                    "its datagram boundaries are unknown; give --gso-size N")
+            return self._small(pkt, l3, 17)
+        if P <= g:
+            return self._small(pkt, l3, 17)
+        res = udp.segment(data, l3, g)
+        if res is None:
+            return self._pass(pkt, Pass.SEGMENT_TOO_BIG)
+        key = (self.section, pkt.iface, 17, l3.src, l3.pdst, sport, dport)
+        return self._emit(pkt, res, key, l3, sport, dport, "udp", SizeSource.OPTION, g, next_ts)
+
+    def _emit(self, pkt, res, key, l3, sport, dport, proto, src, size, next_ts):
+        """Statistics, timestamps and Packet objects for one split."""
+        frames, ncut = res
+        n = len(frames)
+        st = self.stats
+        st.split += 1
+        st.segments += n
+        st.cut_segments += ncut
+        st.csum["computed"] += n - ncut
+        st.csum["seed_truncated"] += ncut
+        fkey = (proto,) + key
+        fs = st.flows.get(fkey)
+        if fs is None:
+            fs = st.flows[fkey] = FlowStats(_flow_name(l3, sport, dport), proto)
+        fs.split += 1
+        fs.segments += n
+        fs.sources[src] += 1
+        fs.source = src
+        fs.size = size
+
+        ts = pkt.ts
+        rate = self.cfg.link_rate
+        step = 0
+        if rate:
+            step = -(-frames[0][1] * 8_000_000_000 // rate)
+            if next_ts is not None:
+                gap = next_ts - ts
+                cap = gap // n if gap > 0 else 0
+                if cap < step:
+                    step = cap
+
+        meta = pkt.meta
+        iface = pkt.iface
+        lt = pkt.linktype
+        out = []
+        append = out.append
+        for k, (d, ol, ok) in enumerate(frames):
+            m = None
+            if meta is not None:
+                flags = meta.flags
+                if flags is not None and self.cfg.annotate:
+                    flags &= ~EPB_FLAG_TSO
+                    if ok:
+                        flags &= ~EPB_FLAG_CSUM_NOT_READY
+                m = PacketMeta(meta.block, list(meta.comments) if k == 0 else [],
+                               flags, list(meta.options))
+            append(Packet(ts + k * step, d, ol, iface, lt, m))
+        return out
