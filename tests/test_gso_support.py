@@ -129,11 +129,7 @@ def seed_tcp(frame, off):
     if end == off or end == off + 40:      # length 0 (TSO / BIG TCP)
         end = len(frame)
     L = end - l4
-    if fam == 4:
-        ph = src + dst + struct.pack("!BBH", 0, proto, L & 0xFFFF if L < 65536 else L)
-        s = csum16(src + dst) + proto + L
-    else:
-        s = csum16(src + dst) + proto + (L >> 16) + (L & 0xFFFF)
+    s = csum16(src + dst) + proto + (L >> 16) + (L & 0xFFFF)
     while s > 0xFFFF:
         s = (s & 0xFFFF) + (s >> 16)
     coff = l4 + (16 if proto == 6 else 6)
