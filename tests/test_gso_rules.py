@@ -184,10 +184,6 @@ def test_link_types(linktype, l2):
 
 # ------------------------------------------------------------------ MSS sources
 
-def flow(sport=1000, dport=2000):
-    return {"sport": sport, "dport": dport}
-
-
 def syn(mss, sport=1000, dport=2000, src=b"\x0a\0\0\x01", dst=b"\x0a\0\0\x02"):
     opts = b"\x02\x04" + struct.pack("!H", mss) + b"\x04\x02\x01\x01"
     return pkt(fix_l4(eth(ipv4(6, tcp_hdr(sport=sport, dport=dport, flags=0x02, opts=opts),
@@ -486,3 +482,59 @@ def test_config_validation():
     with pytest.raises(UnusableInput):
         GSOConfig(gso_size=70000)
     assert SizeSource.SYN.value == "syn"
+
+
+# ------------------------------------------------------------------ fast path
+
+def _random_tcp4_packets(seed, count=400):
+    import random
+    rnd = random.Random(seed)
+    out = []
+    ts = 1_000_000
+    for i in range(count):
+        sport = rnd.choice((1000, 1001, 2000))
+        dport = 2000 if sport != 2000 else 1000
+        src, dst = (b"\x0a\0\0\x01", b"\x0a\0\0\x02") if sport != 2000 else \
+            (b"\x0a\0\0\x02", b"\x0a\0\0\x01")
+        flags = rnd.choice((0x10, 0x18, 0x02, 0x12, 0x11, 0x80 | 0x10, 0x04))
+        opts = b""
+        if flags & 0x02:
+            opts = b"\x02\x04" + struct.pack("!H", rnd.choice((536, 1000, 1460, 9000)))
+        elif rnd.random() < 0.7:
+            opts = TS_OPT
+        n = rnd.choice((0, 1, 100, 536, 1000, 1448, 1460, 2000, 3000, 9000, 20000))
+        ip_opts = b"\x01\x01\x01\x00" if rnd.random() < 0.05 else b""
+        frag = 0x2000 if rnd.random() < 0.03 else 0x4000
+        l3 = ipv4(6, tcp_hdr(sport=sport, dport=dport, seq=rnd.getrandbits(32), flags=flags,
+                             opts=opts) + payload(n, i), src=src, dst=dst,
+                  ident=rnd.getrandbits(16), flags=frag, opts=ip_opts)
+        f = eth(l3)
+        r = rnd.random()
+        if r < 0.4:
+            f = seed_tcp(f, 14)
+        elif r < 0.8:
+            f = fix_l4(f, 14)
+        if rnd.random() < 0.05:
+            f = f[:14] + f[14:16] + b"\0\0" + f[18:]            # total length 0
+        orig = len(f)
+        if rnd.random() < 0.05:
+            f = f[:rnd.randrange(14, len(f))]                 # snaplen cut
+        if rnd.random() < 0.05:
+            f = f + b"\0" * 6                                 # trailer
+            orig += 6
+        ts += rnd.choice((0, 1, 50, 1000, 100_000))
+        out.append(Packet(ts, f, orig, 0, 1, None))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("kw", [{}, {"mss": 1000}, {"mtu": 1000}, {"complete_csum": False}])
+def test_fast_path_same_as_general_path(seed, kw):
+    pkts = _random_tcp4_packets(seed)
+    fast = GSOSplitter(GSOConfig(**kw))
+    slow = GSOSplitter(GSOConfig(**kw), fast_path=False)
+    a = list(fast.process(iter(pkts)))
+    b = list(slow.process(iter(pkts)))
+    assert [(p.ts, p.data, p.orig_len) for p in a] == [(p.ts, p.data, p.orig_len) for p in b]
+    assert fast.stats.to_dict() == slow.stats.to_dict()
+    assert fast.stats.split > 0 and fast.stats.passed[Pass.SMALL] > 0

@@ -1,6 +1,7 @@
 """Helpers for the GSO tests (no tests here): where the shared captures
 are, building packets byte by byte, and independent checksum checks."""
 
+import functools
 import os
 import struct
 from pathlib import Path
@@ -151,6 +152,7 @@ def fix_l4(frame, off):
     return frame[:coff] + struct.pack("!H", c) + frame[coff + 2:]
 
 
+@functools.lru_cache(maxsize=None)
 def payload(n, salt=0):
     return bytes((i * 7 + salt + (i >> 8)) & 0xFF for i in range(n))
 

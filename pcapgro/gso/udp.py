@@ -9,7 +9,7 @@ FIXEDID), IPv4 header checksum / IPv6 payload length as for TCP.
 
 import struct
 
-from ..checksum import batch_sums, checksum, fold, pseudo_sum_v4, pseudo_sum_v6
+from ..checksum import batch_sums, fold, pseudo_sum_v4, pseudo_sum_v6
 
 __all__ = ["segment"]
 
@@ -61,7 +61,7 @@ def segment(data, l3, gso_size):
         pack16(uh, 4, ul)
         start = poff + k * g
         if k < m:
-            c = checksum(ps0 + hs0 + ul + ul + sums[k])
+            c = (-(ps0 + hs0 + ul + ul + sums[k])) % 0xFFFF   # checksum(), s > 0
             pack16(uh, 6, c or 0xFFFF)
             pay = mv[start:start + lens[k]]
             ok = True
