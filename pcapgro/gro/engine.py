@@ -135,7 +135,8 @@ class GROEngine:
                 stats.packets += n
                 if fast:
                     prev, plen, pay, seqn, did, ok, nv = classify(batch, verify)
-                    csum["verified"] += nv
+                    if nv:
+                        csum["verified"] += nv
                     owner = [None] * n
                 for i in range(n):
                     ev = batch[i]
