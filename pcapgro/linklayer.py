@@ -6,8 +6,9 @@ starts and which protocol it is.  Everything before that offset is the
 gro_list_prepare: the 14-byte Ethernet header; net/8021q/vlan_core.c,
 vlan_gro_receive: each in-band 802.1Q/802.1ad tag).
 
-Link types: EN10MB (1) with 802.1Q (0x8100) / 802.1ad (0x88a8, 0x9100)
-tags, stacked; LINUX_SLL (113); LINUX_SLL2 (276); RAW (101, and DLT_RAW
+Link types: EN10MB (1) with 802.1Q (0x8100) / 802.1ad (0x88a8) tags,
+stacked (the two TPIDs the kernel's VLAN GRO handler registers,
+net/8021q/vlan_core.c; a 0x9100 tag is not walked, so such frames pass); LINUX_SLL (113); LINUX_SLL2 (276); RAW (101, and DLT_RAW
 12 / 14 as some systems write it); IPV4 (228); IPV6 (229); NULL (0) and
 LOOP (108).  Anything else has no network layer for pcapgro and passes
 through untouched.
@@ -19,7 +20,7 @@ __all__ = ["ETH_P_IP", "ETH_P_IPV6", "network_layer", "LINKTYPE_NAMES"]
 
 ETH_P_IP = 0x0800
 ETH_P_IPV6 = 0x86DD
-_VLAN_TPIDS = (0x8100, 0x88A8, 0x9100)
+_VLAN_TPIDS = (0x8100, 0x88A8)
 
 LINKTYPE_NULL = 0
 LINKTYPE_ETHERNET = 1

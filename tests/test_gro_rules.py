@@ -593,13 +593,6 @@ def test_selftest_ip_fragment6(gap):
                       {Pass.FRAGMENT: 1, Pass.PURE_ACK: 1})
 
 
-HASH_XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "engine: hash='flow' hashes the whole flow key (IPv6 flow label, fixed "
-    "next header and extension header bytes included), so two flows with the "
-    "same 4-tuple can land in different buckets and be completed out of "
-    "arrival order; per section 1.2 skb->hash is the NIC's RSS hash over the "
-    "4-tuple, the same for both, so they share a bucket (oldest first)"))
-
 
 EXT_PAYLOAD_1 = b"\x00" * 6
 EXT_PAYLOAD_2 = b"\x11" * 6
@@ -617,7 +610,7 @@ def test_selftest_ipv6_ext_header_same_payload_coalesces():
     check_reasons(eng, {Flush.POLL_END: 1}, {Pass.PURE_ACK: 1})
 
 
-@pytest.mark.parametrize("hash_", ["none", pytest.param("flow", marks=HASH_XFAIL)])
+@pytest.mark.parametrize("hash_", ["none", "flow"])
 def test_selftest_ipv6_ext_header_different_payload_not_same_flow(hash_):
     """Different extension header bytes: not the same flow; both held.
     Same 4-tuple, so the RSS hash (and the bucket) is the same: at the poll
@@ -1030,10 +1023,6 @@ def test_qinq_stacked_tags_merge():
     assert sizes(P) == [PL, PL]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine: linklayer treats TPID 0x9100 as a VLAN tag and merges such "
-    "frames; the kernel registers VLAN GRO only for 0x8100 and 0x88a8 "
-    "(vlan_packet_offloads), so 0x9100 frames pass as normal (section 1.1)"))
 def test_tpid_0x9100_has_no_gro_handler():
     """Only IPv4, IPv6, 802.1Q (0x8100) and 802.1ad (0x88a8) have GRO
     handlers (section 1.1; vlan_packet_offloads in net/8021q/vlan_core.c);
@@ -1190,11 +1179,6 @@ def test_gro_flush_timeout_old_jiffy_completed_at_poll_end():
     check_reasons(eng, {Flush.POLL_END: 1, Flush.END_OF_INPUT: 1})
 
 
-BUDGET_LAZY = (
-    "engine: the budget flush is made when the packet after the budget "
-    "arrives (in_poll > budget), at that packet's time, instead of at the end "
-    "of the poll that used up the budget (after its last packet, as "
-    "napi_poll/__napi_poll do and as the engine stamps a gap poll end)")
 
 
 def test_napi_budget_hz250_full_flush():
@@ -1204,8 +1188,6 @@ def test_napi_budget_hz250_full_flush():
     check_reasons(eng, {Flush.BUDGET: 1, Flush.END_OF_INPUT: 1})
 
 
-@pytest.mark.xfail(strict=True, reason=BUDGET_LAZY + ": with exactly budget "
-                   "packets the flush is named END_OF_INPUT, not BUDGET")
 def test_napi_budget_exactly_used_up_at_end():
     # 4 packets, budget 4: the poll used its whole budget (BUDGET flush)
     f = Flow(4)
@@ -1214,7 +1196,6 @@ def test_napi_budget_exactly_used_up_at_end():
     check_reasons(eng, {Flush.BUDGET: 1})
 
 
-@pytest.mark.xfail(strict=True, reason=BUDGET_LAZY)
 def test_napi_budget_flush_time_is_end_of_that_poll():
     # the poll that took packets 1-4 ends after packet 4: the aggregate is
     # completed then (as a poll end stamps with the poll's last packet)
@@ -1230,10 +1211,6 @@ def test_napi_budget_hz1000_old_only():
     check_reasons(eng, {Flush.END_OF_INPUT: 1})
 
 
-@pytest.mark.xfail(strict=True, reason=BUDGET_LAZY + ": the HZ>=1000 'old "
-                   "only' test then uses the next poll's first packet's jiffy "
-                   "(1.0 ms, jiffy 1) instead of the ending poll's (0.9 ms, "
-                   "jiffy 0) and completes an aggregate still in its jiffy")
 def test_napi_budget_hz1000_next_jiffy_flushes():
     f = Flow(4)
     pk = stamp([f.pkt(i * PL, PL) for i in range(9)], step=100 * US, t0=T0 + 600 * US)
@@ -1244,10 +1221,6 @@ def test_napi_budget_hz1000_next_jiffy_flushes():
     check_reasons(eng, {Flush.BUDGET: 1, Flush.END_OF_INPUT: 1})
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine: the poll-end check (and the reset of the budget count) only "
-    "runs when something is held (`if flows and ... t - last_ts > gap`), so "
-    "packets passed before a gap still count toward the next poll's budget"))
 def test_napi_budget_counts_from_poll_start_after_gap():
     """A gap ends the poll whether or not anything is held (the model: "a
     NAPI poll ends when the gap to the next packet exceeds poll_gap_ns, or

@@ -112,7 +112,7 @@ class GROEngine:
         cfg = self.cfg
         gap = cfg.poll_gap_ns
         timeout = cfg.gro_flush_timeout
-        budget = cfg.napi_budget
+        budget = cfg.napi_budget or -1     # -1: polls end only at gaps
         verify = cfg.verify_csum
         fast = cfg.fast_path
         out = self.out
@@ -141,16 +141,18 @@ class GROEngine:
                 for i in range(n):
                     ev = batch[i]
                     t = ev.ts
-                    if flows and last_ts is not None and t - last_ts > gap:
-                        self._poll_end(last_ts, t, timeout)
-                        in_poll = 0
-                    last_ts = t
-                    if budget:
-                        in_poll += 1
-                        if in_poll > budget:
-                            in_poll = 1
+                    if last_ts is not None:
+                        if in_poll == budget:
+                            # the poll took its whole budget (__napi_poll)
                             if flows:
-                                self._flush(Flush.BUDGET, t, old_only=cfg.hz >= 1000)
+                                self._flush(Flush.BUDGET, last_ts, old_only=cfg.hz >= 1000)
+                            in_poll = 0
+                        elif t - last_ts > gap:
+                            if flows:
+                                self._poll_end(last_ts, t, timeout)
+                            in_poll = 0
+                    last_ts = t
+                    in_poll += 1
                     if fast:
                         p = prev[i]
                         if p >= 0:
@@ -192,10 +194,14 @@ class GROEngine:
                     yield from out
                     out.clear()
         except DamagedInput:
+            if in_poll == budget:
+                self._flush_all(Flush.BUDGET, last_ts or 0)
             self._flush_all(Flush.END_OF_INPUT, last_ts or 0)
             yield from out
             out.clear()
             raise
+        if in_poll == budget:
+            self._flush_all(Flush.BUDGET, last_ts or 0)
         self._flush_all(Flush.END_OF_INPUT, last_ts or 0)
         yield from out
         out.clear()
@@ -297,8 +303,11 @@ class GROEngine:
         full (gro_flush_oldest)."""
         key = seg.key
         if self.cfg.hash == "flow":
-            h = zlib.crc32(b"".join(k if type(k) is bytes else
-                                    str(k).encode() for k in key[2:])) or 1
+            # an RSS-like hash over the 4-tuple: addresses and ports only
+            if seg.family == 4:
+                h = zlib.crc32(key[2] + key[3]) or 1
+            else:
+                h = zlib.crc32(key[3][1:33] + key[4]) or 1
         else:
             h = 0
         b = self.buckets[h & (GRO_HASH_BUCKETS - 1)]
