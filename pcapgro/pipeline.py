@@ -11,7 +11,10 @@ transform that holds packets should emit them (``try/except DamagedInput:
 flush; raise``) so that everything before the damage is written.
 
 Without a transform the pipeline moves whole batches (lists of events)
-from the reader to the writer, which is the fast path for pass-through.
+from the reader to the writer; classic pcap to classic pcap of the same byte
+order and resolution goes faster still: record headers are walked and
+checked and the records copied verbatim a chunk at a time (no Packet
+objects).
 """
 
 from __future__ import annotations
@@ -50,7 +53,17 @@ def run(reader, writer, transform=None, progress=None):
         damage have been handed to the writer; UnusableInput), the writer
         (UnusableInput), or the transform.
     """
-    if transform is None:
+    if transform is None and getattr(reader, "raw_batches", None) is not None \
+            and getattr(writer, "accepts_raw", None) is not None and writer.accepts_raw(reader):
+        # classic pcap to the same kind of classic pcap: records are copied
+        # verbatim a chunk at a time (headers walked, lengths checked)
+        writer.write_batch(reader.header_events())
+        wr = writer.write_raw
+        for records, n, mx in reader.raw_batches():
+            wr(records, n, mx)
+            if progress is not None:
+                progress(reader.bytes_read)
+    elif transform is None:
         wb = writer.write_batch
         if progress is None:
             for batch in reader.batches():

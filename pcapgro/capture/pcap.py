@@ -110,8 +110,7 @@ class PcapReader:
     def batches(self):
         """Yield lists of events; the first list is ``[Section, Interface]``,
         then lists of Packets (one list per input chunk of ~1 MiB)."""
-        yield [Section(self.byteorder, [], 1, 0),
-               Interface(self.linktype, self.snaplen, 9 if self.nanosecond else 6, 0, [])]
+        yield self.header_events()
         src = self._src
         if self.modified:
             warn(f"{self.name}: modified (Kuznetzov) pcap: the per-record ifindex, "
@@ -172,6 +171,60 @@ class PcapReader:
                 if end == 0:
                     return
                 raise self._truncated(src, pos, end, hl, cl)
+
+    def raw_batches(self):
+        """Pass-through fast path: yield ``(records, n, maxcaplen)`` where
+        ``records`` is a bytes-like object (memoryview) holding ``n`` complete records exactly as in the
+        file (16-byte header + data each) and ``maxcaplen`` the largest
+        captured length among them.  Call *after* consuming the first list
+        of :meth:`batches` is not needed: this yields the records only (use
+        :meth:`header_events` for the Section and Interface).  Not for
+        modified pcap.  Raises like :meth:`batches`."""
+        if self.modified:
+            raise ValueError("raw_batches: modified pcap has no verbatim record layout")
+        src = self._src
+        caplen = struct.Struct(self.byteorder + "8xI").unpack_from
+        buf = src.buf
+        pos = self._pos
+        end = len(buf)
+        while True:
+            start = pos
+            n = 0
+            mx = 0
+            cl = -1
+            while pos + 16 <= end:
+                cl = caplen(buf, pos)[0]
+                e = pos + 16 + cl
+                if e > end:
+                    break
+                if cl > mx:
+                    mx = cl
+                pos = e
+                n += 1
+                cl = -1
+            if n:
+                self.packets += n
+                self.packet_bytes += pos - start - 16 * n
+                yield memoryview(buf)[start:pos], n, mx
+            if cl > MAX_RECORD:
+                raise src.damaged(pos, f"implausible record length {cl}")
+            need = 16 if cl < 0 else 16 + cl
+            if src.eof:
+                if pos == end:
+                    return
+                raise self._truncated(src, pos, end, 16, cl)
+            buf = src.refill(pos, need)
+            pos = 0
+            end = len(buf)
+            if end < need:
+                if end == 0:
+                    return
+                raise self._truncated(src, pos, end, 16, cl)
+
+    def header_events(self):
+        """``[Section, Interface]`` describing the file header."""
+        return [Section(self.byteorder, [], 1, 0),
+                Interface(self.linktype, self.snaplen, 9 if self.nanosecond else 6, 0, [])]
 
     @staticmethod
     def _truncated(src, pos, end, hl, cl):
@@ -319,6 +372,30 @@ class PcapWriter:
         self.packets += n_pk
         self.packet_bytes += n_by
         sink.size += n_by + 16 * n_pk
+        if sink.size >= FLUSH:
+            self._flush()
+
+    def accepts_raw(self, reader):
+        """True when records of ``reader`` (a PcapReader) can be copied
+        verbatim: same byte order and resolution, nothing written yet."""
+        bo = self.byteorder if self.byteorder in ("<", ">") else reader.byteorder
+        nano = reader.nanosecond if self.nanosecond is None else self.nanosecond
+        return (type(reader) is PcapReader and not reader.modified and self.packets == 0
+                and bo == reader.byteorder and nano == reader.nanosecond)
+
+    def write_raw(self, records, n, maxcaplen):
+        """Append ``n`` verbatim records (bytes, this writer's byte order and
+        resolution, see :meth:`PcapReader.raw_batches`) whose largest
+        captured length is ``maxcaplen``."""
+        if self._pack is None:
+            raise ValueError("write_raw before the Interface event")
+        if maxcaplen > self._maxlen:
+            self._bigger(maxcaplen)
+        sink = self._sink
+        sink.parts.append(records)
+        sink.size += len(records)
+        self.packets += n
+        self.packet_bytes += len(records) - 16 * n
         if sink.size >= FLUSH:
             self._flush()
 

@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""Benchmark: pcapgro vs editcap copying the same synthetic capture.
+
+Generates (no root, cached in /tmp) a classic microsecond pcap of at least
+500,000 realistic TCP packets: Ethernet / IPv4 / TCP with the timestamp
+option, several interleaved flows, continuous sequence numbers, MSS 1448
+payloads, a pure ACK every 8 segments in the reverse direction, valid IPv4
+and TCP checksums (built from a template per flow with incremental one's
+complement sums).  Then times, in the same run, ``editcap`` copying it and
+``pcapgro merge --no-gro`` (plus any ``--args`` sets), and prints packets/s,
+the ratio to editcap and the peak RSS of each command.
+
+Usage:
+    python3 bench/bench.py [--packets N] [--repeat R] [--args "merge --no-verify-csum"] ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+MSS = 1448
+FLOWS = 8
+BURST = 16          # segments of one flow in a row (NAPI-like interleaving)
+ACK_EVERY = 8
+
+
+def _sum16(b):
+    if len(b) & 1:
+        b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    return s
+
+
+def _fold(s):
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return s
+
+
+class _Flow:
+    """One TCP connection's templates and state."""
+
+    def __init__(self, i):
+        self.cli = bytes([10, 0, 0, 1])
+        self.srv = bytes([10, 0, 1, 1 + i])
+        self.sport = 40000 + i
+        self.dport = 5201
+        self.seq = 1000000 * (i + 1)
+        self.ack = 5000 * (i + 1)
+        self.ipid = 100 * i
+        self.rid = 7 * i
+        self.tsval = 1000 + i
+        self.tsecr = 2000 + i
+        self.payload = bytes((j * 7 + i) & 0xFF for j in range(MSS))
+        self.psum = _sum16(self.payload)
+        self.mac_c = bytes([2, 0, 0, 0, 0, 1])
+        self.mac_s = bytes([2, 0, 0, 0, 1, i + 1])
+
+
+def _segment(src, dst, smac, dmac, sport, dport, seq, ack, ipid, tsval, tsecr, flags,
+             payload, psum):
+    tcp_len = 32 + len(payload)
+    ip_len = 20 + tcp_len
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, ip_len, ipid, 0x4000, 64, 6, 0, src, dst)
+    ipc = 0xFFFF - _fold(_sum16(ip))
+    ip = ip[:10] + struct.pack("!H", ipc) + ip[12:]
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, 8 << 4, flags, 1024, 0, 0) \
+        + struct.pack("!BBBBII", 1, 1, 8, 10, tsval, tsecr)
+    pseudo = src + dst + struct.pack("!BBH", 0, 6, tcp_len)
+    c = 0xFFFF - _fold(_sum16(pseudo) + _sum16(tcp) + psum)
+    tcp = tcp[:16] + struct.pack("!H", c) + tcp[18:]
+    return dmac + smac + b"\x08\x00" + ip + tcp + payload
+
+
+def generate(path, n_packets):
+    """Write the synthetic capture to ``path`` (at least ``n_packets``)."""
+    flows = [_Flow(i) for i in range(FLOWS)]
+    rec = struct.Struct("<IIII").pack
+    ts = 1_700_000_000 * 10**6
+    n = 0
+    out = [b"\xd4\xc3\xb2\xa1" + struct.pack("<HHiIII", 2, 4, 0, 0, 262144, 1)]
+    with open(path + ".tmp", "wb") as f:
+        while n < n_packets:
+            for fl in flows:
+                for k in range(BURST):
+                    fr = _segment(fl.cli, fl.srv, fl.mac_c, fl.mac_s, fl.sport, fl.dport,
+                                  fl.seq, fl.ack, fl.ipid, fl.tsval, fl.tsecr, 0x10,
+                                  fl.payload, fl.psum)
+                    fl.seq = (fl.seq + MSS) & 0xFFFFFFFF
+                    fl.ipid = (fl.ipid + 1) & 0xFFFF
+                    ts += 1
+                    out.append(rec(ts // 10**6, ts % 10**6, len(fr), len(fr)))
+                    out.append(fr)
+                    n += 1
+                    if k % ACK_EVERY == ACK_EVERY - 1:
+                        fl.tsecr += 1
+                        fr = _segment(fl.srv, fl.cli, fl.mac_s, fl.mac_c, fl.dport, fl.sport,
+                                      fl.ack, fl.seq, fl.rid, fl.tsecr, fl.tsval, 0x10, b"", 0)
+                        fl.rid = (fl.rid + 1) & 0xFFFF
+                        out.append(rec(ts // 10**6, ts % 10**6, len(fr), len(fr)))
+                        out.append(fr)
+                        n += 1
+                fl.tsval += 1
+            if len(out) > 20000:
+                f.write(b"".join(out))
+                out.clear()
+        f.write(b"".join(out))
+    os.replace(path + ".tmp", path)
+    return n
+
+
+def count_packets(path):
+    """Number of records of a classic pcap (walks the record headers)."""
+    n = 0
+    with open(path, "rb") as f:
+        f.seek(24)
+        hdr = struct.Struct("<IIII")
+        while True:
+            h = f.read(16)
+            if len(h) < 16:
+                return n
+            f.seek(hdr.unpack(h)[2], 1)
+            n += 1
+
+
+WRAP = ("import resource, subprocess, sys, time\n"
+        "t = time.perf_counter()\n"
+        "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+        "dt = time.perf_counter() - t\n"
+        "print(r.returncode, dt, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+
+
+def timed(cmd):
+    """Run ``cmd``; returns (exit status, seconds, peak RSS KiB)."""
+    p = subprocess.run([sys.executable, "-c", WRAP, *cmd], capture_output=True, text=True)
+    rc, dt, rss = p.stdout.split()
+    return int(rc), float(dt), int(rss)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--packets", type=int, default=500_000)
+    ap.add_argument("--repeat", type=int, default=3, help="runs per command (best is kept)")
+    ap.add_argument("--args", action="append", default=[],
+                    help='extra pcapgro argument set, e.g. "merge --no-verify-csum" (repeatable)')
+    ap.add_argument("--pcapgro", default=None, help="pcapgro command (default: this checkout)")
+    a = ap.parse_args()
+
+    cache = os.path.join(tempfile.gettempdir(), f"pcapgro-bench-{a.packets}.pcap")
+    if not os.path.exists(cache):
+        t = time.perf_counter()
+        generate(cache, a.packets)
+        print(f"generated {cache} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    n = count_packets(cache)
+    size = os.path.getsize(cache)
+    print(f"input: {cache}: {n:,} packets, {size / 2**20:.0f} MiB")
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    pcapgro = shlex.split(a.pcapgro) if a.pcapgro else [sys.executable, "-c",
+        f"import sys; sys.path.insert(0, {repo!r}); from pcapgro.cli import main; main()"]
+    # outputs on tmpfs when there is one: measure CPU, not the disk
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    outdir = tempfile.mkdtemp(prefix="pcapgro-bench-", dir=shm)
+    jobs = []
+    if shutil.which("editcap"):
+        jobs.append(("editcap -F pcap", ["editcap", "-F", "pcap", cache, os.path.join(outdir, "e.pcap")]))
+    else:
+        print("editcap not found: no reference figure")
+    for argset in ["merge --no-gro"] + a.args:
+        jobs.append((f"pcapgro {argset}", pcapgro + shlex.split(argset) + ["-q", cache,
+                                                                        os.path.join(outdir, "p.pcap")]))
+    ref = None
+    print(f"{'command':40} {'pkt/s':>12} {'vs editcap':>10} {'peak RSS':>10}")
+    try:
+        for name, cmd in jobs:
+            best = None
+            for _ in range(a.repeat):
+                rc, dt, rss = timed(cmd)
+                if rc not in (0,):
+                    print(f"{name}: exit status {rc}")
+                    break
+                if best is None or dt < best[0]:
+                    best = (dt, rss)
+            if best is None:
+                continue
+            rate = n / best[0]
+            if name.startswith("editcap"):
+                ref = rate
+            ratio = f"{rate / ref:.2f}x" if ref else "-"
+            print(f"{name:40} {rate:12,.0f} {ratio:>10} {best[1] / 1024:8.0f} MiB")
+    finally:
+        shutil.rmtree(outdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
