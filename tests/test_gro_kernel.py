@@ -115,3 +115,62 @@ def test_valid_checksums_on_aggregates(name):
             plen = struct.unpack_from("!H", d, 18)[0]
             ps = pseudo_sum_v6(d[22:38], d[38:54], 6, plen)
             assert (ps + ones_sum(d[54:54 + plen])) % 0xFFFF == 0
+
+
+UDP_CAPTURES = [("udp4-fwd", {"udp": "gro"}), ("udp6-fwd", {"udp": "gro"}),
+                ("udp4-fraglist", {"fraglist": True})]
+
+
+@pytest.mark.parametrize("name,kw", UDP_CAPTURES)
+def test_udp_and_fraglist_byte_identical_to_kernel(name, kw):
+    """UDP GRO forwarding (standard) and fraglist GRO: with csum='kernel'
+    (standard: the seed; fraglist: the first datagram's checksum), the
+    output is the kernel's, byte for byte and in order."""
+    wire = packets(KERNEL / f"{name}-wire.pcap")
+    kernel = packets(KERNEL / f"{name}-gro.pcap")
+    ours, st = merge(wire, csum="kernel", **kw)
+    assert [p.data for p in ours] == [p.data for p in kernel]
+    assert st.aggregates > 0
+
+
+def test_udp_off_by_default_passes_everything():
+    wire = packets(KERNEL / "udp4-fwd-wire.pcap")
+    ours, st = merge(wire)
+    assert [p.data for p in ours] == [p.data for p in wire]
+    assert st.aggregates == 0
+
+
+@pytest.mark.parametrize("name,kw", [(n, {}) for n in TCP_CAPTURES] + UDP_CAPTURES
+                         + [("tcp4-4flows", {"fraglist": True}),
+                            ("tcp4-bulk", {"fraglist": True, "local_ports": frozenset({5201})})])
+def test_merge_then_restore_is_identity(name, kw):
+    """Every aggregate records how to give back its packets: restoring the
+    annotated output gives the input back, bytes and ns timestamps, in order."""
+    from pcapgro.restore import Restorer
+    wire = packets(KERNEL / f"{name}-wire.pcap")
+    eng = GROEngine(GROConfig(**kw))
+    out = list(eng.process(wire))
+    back = [p for p in Restorer().process(out) if type(p) is Packet]
+    assert [(p.ts, p.data, p.orig_len) for p in back] == \
+        [(p.ts, p.data, p.orig_len) for p in wire]
+
+
+def test_tcp_fraglist_keeps_headers_and_local_port_is_standard():
+    """--fraglist: TCP flows without a local socket are chained (TCP header
+    untouched with csum='kernel'); flows to a --local-port use standard GRO."""
+    wire = packets(KERNEL / "tcp4-bulk-wire.pcap")
+    fl, st = merge(wire, fraglist=True, csum="kernel")
+    std, _ = merge(wire, csum="kernel")
+    loc, _ = merge(wire, fraglist=True, local_ports=frozenset({5201}), csum="kernel")
+    assert [p.data for p in loc] == [p.data for p in std]
+    assert st.aggregates > 0
+    # the first segment's TCP header (flags, checksum) stays in a fraglist aggregate
+    heads = {p.data[:54 + 12] for p in wire}
+    for p in fl:
+        if len(p.data) > 1514:
+            d = bytearray(p.data[:66])
+            # only IPv4 total length and header checksum may differ
+            d[16:18] = b"\0\0"
+            d[24:26] = b"\0\0"
+            assert any(bytes(d) == h[:16] + b"\0\0" + h[18:24] + b"\0\0" + h[26:66]
+                       for h in heads)

@@ -38,6 +38,16 @@ class GROConfig:
                            RSS or a local socket gives) or 'none' (hash 0:
                            all flows in bucket 0, as packets injected into a
                            veth by tcpreplay get).
+        udp:               'off' (no UDP GRO: no UDP_GRO socket, no forwarding
+                           feature, the kernel's default) or 'gro'
+                           (rx-udp-gro-forwarding on, and every local UDP
+                           socket has UDP_GRO enabled).
+        fraglist:          rx-gro-list on: TCP flows without a local socket
+                           and UDP flows without a UDP_GRO socket use
+                           fraglist GRO (packets chained, not merged).
+        local_ports:       destination ports that have a local socket (TCP:
+                           standard GRO even with fraglist; UDP: a socket,
+                           with UDP_GRO when udp='gro').
         fast_path:         use the inlined Ethernet/IPv4/TCP path (same
                            results as the general path; False for tests).
         annotate:          attach pcapng comment + EPB flag bit 11 to
@@ -52,5 +62,8 @@ class GROConfig:
     poll_gap_ns: int = 1_000_000
     gro_flush_timeout: int = 0
     hash: str = "flow"
+    udp: str = "off"
+    fraglist: bool = False
+    local_ports: frozenset = frozenset()
     fast_path: bool = True
     annotate: bool = True

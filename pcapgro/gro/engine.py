@@ -33,7 +33,8 @@ import numpy as np
 from ..checksum import batch_sums, fold, ones_sum
 from ..errors import DamagedInput
 from ..linklayer import ETH_P_IP, network_layer
-from ..record import EPB_FLAG_TSO, Packet, PacketMeta, Section
+from .. import restore
+from ..record import BLOCK_EPB, EPB_FLAG_TSO, Packet, PacketMeta, Section
 from . import ipv4, ipv6
 from .config import GRO_HASH_BUCKETS, GRO_LEGACY_MAX_SIZE, MAX_GRO_SKBS, GROConfig
 from .flush import Flush, Pass
@@ -41,6 +42,8 @@ from .seg import Agg, Seg
 from .fastpath import classify
 from .stats import GROStats
 from .tcp import CWR, FINAL_FLAGS, PSH, FIN, final_flush, merge_flush, seed
+from .udp import UDP_GRO_CNT_MAX, segment_checks
+from .udp import network_flush as udp_network_flush
 
 __all__ = ["GROEngine"]
 
@@ -103,6 +106,7 @@ class GROEngine:
         self.last_out_ts = 0
         self.jiffy_ns = 1_000_000_000 // self.cfg.hz
         self.limit = self.cfg.gro_max_size
+        self.idx = 0                     # input index of the packet in hand
 
     # ------------------------------------------------------------------ API
 
@@ -132,6 +136,7 @@ class GROEngine:
                     out.clear()
                     continue
                 n = len(batch)
+                base = stats.packets
                 stats.packets += n
                 if fast:
                     prev, plen, pay, seqn, did, ok, nv = classify(batch, verify)
@@ -159,7 +164,7 @@ class GROEngine:
                             # ---- fast path: continues its flow's aggregate
                             agg = owner[p]
                             L = plen[i]
-                            if agg is not None and agg.held and agg.size + L < limit:
+                            if agg is not None and agg.fast and agg.size + L < limit:
                                 dd = did[i]
                                 if agg.count == 1:
                                     agg.fixedid = dd == 0
@@ -171,9 +176,11 @@ class GROEngine:
                                     agg.seq_next = seqn[i]
                                     agg.pkts.append(ev)
                                     agg.pays.append(pay[i])
+                                    agg.idxs.append(base + i)
                                     owner[i] = agg
                                     continue
                         # ---- general path
+                        self.idx = base + i
                         if ok[i]:
                             seg = ipv4.receive(ev, 14, 0)   # checksums already good
                         else:
@@ -181,11 +188,15 @@ class GROEngine:
                             if verify and type(seg) is Seg:
                                 seg = self._verify_one(seg)
                     else:
+                        self.idx = base + i
                         seg = self._parse(ev)
                         if verify and type(seg) is Seg:
                             seg = self._verify_one(seg)
                     if type(seg) is Seg:
-                        agg = self._receive(seg, t)
+                        if seg.proto == 6:
+                            agg = self._receive(seg, t)
+                        else:
+                            agg = self._receive_udp(seg, t)
                         if fast:
                             owner[i] = agg
                     else:
@@ -209,7 +220,7 @@ class GROEngine:
     # -------------------------------------------------------------- parsing
 
     def _parse(self, pkt):
-        """Seg for a TCP packet GRO handles, else a Pass reason."""
+        """Seg for a TCP or UDP packet GRO handles, else a Pass reason."""
         l3off, et, vlan = network_layer(pkt.linktype, pkt.data)
         if l3off is None:
             return Pass.NOT_IP
@@ -219,7 +230,8 @@ class GROEngine:
 
     def _verify_one(self, seg):
         """Checksum verdict for a general-path Seg (slow path: one at a time).
-        Returns the Seg, or Pass.BAD_TCP_CSUM."""
+        Returns the Seg (``partial`` set when its field holds the
+        pseudo-header seed), or Pass.BAD_TCP_CSUM / Pass.BAD_UDP_CSUM."""
         csum = self.stats.csum
         if seg.cblock is None:
             csum["skipped_l3_flush" if seg.flush_l3 else "skipped_truncated"] += 1
@@ -228,23 +240,32 @@ class GROEngine:
             csum["verified"] += 1
             return seg
         d = seg.pkt.data
-        field = (d[seg.l4off + 16] << 8) | d[seg.l4off + 17]
+        at = seg.l4off + (16 if seg.proto == 6 else 6)
+        field = (d[at] << 8) | d[at + 1]
         if field == seed(seg.caddr, seg.cextra):
             csum["seed"] += 1
+            seg.partial = True
             return seg
         csum["bad"] += 1
-        return Pass.BAD_TCP_CSUM
+        return Pass.BAD_TCP_CSUM if seg.proto == 6 else Pass.BAD_UDP_CSUM
 
     # ------------------------------------------------------------- receive
 
     def _pass(self, pkt, reason):
-        """Hand a packet up unchanged (GRO_NORMAL)."""
+        """Hand a packet up unchanged (GRO_NORMAL).  When older packets are
+        held (it overtakes them) and the output is annotated, a restore
+        record with its input index lets ``split --restore`` put it back."""
         self.stats.passed[reason] += 1
-        if pkt.ts < self.last_out_ts:
-            pkt = Packet(self.last_out_ts, pkt.data, pkt.orig_len, pkt.iface,
-                         pkt.linktype, pkt.meta)
-        else:
-            self.last_out_ts = pkt.ts
+        ts = pkt.ts
+        if ts < self.last_out_ts:
+            ts = self.last_out_ts
+        self.last_out_ts = ts
+        if self.flows and self.cfg.annotate:
+            rec = f"{restore.TAG}i={self.idx} t={pkt.ts}"
+            pkt = Packet(ts, pkt.data, pkt.orig_len, pkt.iface, pkt.linktype,
+                         _with_comment(pkt.meta, rec))
+        elif ts != pkt.ts:
+            pkt = Packet(ts, pkt.data, pkt.orig_len, pkt.iface, pkt.linktype, pkt.meta)
         self.out.append(pkt)
 
     def _receive(self, seg, t):
@@ -261,22 +282,36 @@ class GROEngine:
             elif seg.flush_l3:
                 self._pass(seg.pkt, Pass.L3_FLUSH)
             else:
-                return self._hold(seg, t)
+                return self._hold(seg, t, self._tcp_fraglist(seg))
             return None
         reason = merge_flush(agg, seg)
         if reason is None:
-            if seg.flush_l3:
+            if agg.flist:
+                # the fraglist branch of tcp_gro_receive + skb_gro_receive_list
+                if seg.word != agg.head.word:
+                    reason = Flush.FLAGS_CHANGED      # FIN/PSH count too
+                elif seg.partial != agg.head.partial:
+                    reason = Flush.CSUM_STATE
+                elif agg.count >= 64:
+                    reason = Flush.SEGMENT_LIMIT
+                elif seg.flush_l3:
+                    reason = Flush.L3_FLUSH
+                elif agg.size + seg.l3len + 4 * seg.vlan >= GRO_LEGACY_MAX_SIZE:
+                    reason = Flush.SIZE_LIMIT
+            elif seg.flush_l3:
                 reason = Flush.L3_FLUSH
             elif agg.size + L >= self._limit(agg):
                 reason = Flush.SIZE_LIMIT
         if reason is None:
-            # skb_gro_receive: merged
+            # skb_gro_receive (standard) or skb_gro_receive_list (fraglist)
             agg.count += 1
             agg.seq_next = (agg.seq_next + L) & 0xFFFFFFFF
             agg.size += L
-            agg.fin_psh |= seg.flags & _FIN_PSH
+            if not agg.flist:
+                agg.fin_psh |= seg.flags & _FIN_PSH
             agg.pkts.append(seg.pkt)
             agg.pays.append(seg.pay)
+            agg.idxs.append(self.idx)
             after = final_flush(seg, agg.mss)
             if after is not None:
                 self._complete(agg, after, t)
@@ -289,18 +324,99 @@ class GROEngine:
         elif seg.flush_l3:
             self._pass(seg.pkt, Pass.L3_FLUSH)
         else:
-            return self._hold(seg, t)
+            return self._hold(seg, t, agg.flist)
         return None
+
+    def _tcp_fraglist(self, seg):
+        """tcp4/6_check_fraglist_gro: with rx-gro-list on, a TCP flow with
+        no local (established) socket uses fraglist GRO."""
+        return self.cfg.fraglist and _dport(seg) not in self.cfg.local_ports
+
+    def _udp_mode(self, seg):
+        """udp_gro_receive's choice for a datagram: None (no L4 GRO: the
+        datagram is passed), 'std' or 'flist'.
+
+        No local socket: fraglist if rx-gro-list, else standard if
+        rx-udp-gro-forwarding, else none.  A local socket is only found when
+        UDP_GRO sockets exist (the encap static key): then standard if it
+        enabled UDP_GRO, else fraglist if rx-gro-list, else none."""
+        cfg = self.cfg
+        if _dport(seg) in cfg.local_ports and cfg.udp == "gro":
+            return "std"
+        if cfg.fraglist:
+            return "flist"
+        if cfg.udp == "gro":
+            return "std"
+        return None
+
+    def _receive_udp(self, seg, t):
+        """udp_gro_receive / udp_gro_receive_segment for one datagram.
+
+        Returns the Agg now holding the datagram, or None."""
+        mode = self._udp_mode(seg)
+        if mode is None:
+            self._pass(seg.pkt, Pass.NO_UDP_GRO)
+            return None
+        r = segment_checks(seg, seg.L + 8)
+        if r is not None:
+            self._pass(seg.pkt, r)
+            return None
+        flist = mode == "flist"
+        agg = self.flows.get(seg.key)
+        if agg is None:
+            if seg.flush_l3:
+                self._pass(seg.pkt, Pass.L3_FLUSH)
+                return None
+            return self._hold(seg, t, flist)
+        if agg.flist != flist:
+            self._complete(agg, Flush.MODE_CHANGED, t)
+            self._pass(seg.pkt, Pass.MODE_CHANGED)
+            return None
+        head = agg.head
+        reason = udp_network_flush(agg, seg)
+        if reason is None and seg.ulen > head.ulen:
+            reason = Flush.LONGER_DATAGRAM
+        if reason is None:
+            if flist:
+                if seg.partial != head.partial:
+                    self._pass(seg.pkt, Pass.CSUM_STATE)   # p stays held
+                    return agg
+                if seg.flush_l3:
+                    reason = Flush.L3_FLUSH
+                elif agg.size + seg.l3len + 4 * seg.vlan >= GRO_LEGACY_MAX_SIZE:
+                    reason = Flush.SIZE_LIMIT
+            elif seg.flush_l3:
+                reason = Flush.L3_FLUSH
+            elif agg.size + seg.L >= min(self.limit, GRO_LEGACY_MAX_SIZE):
+                reason = Flush.SIZE_LIMIT
+        if reason is None:
+            agg.count += 1
+            agg.size += seg.L
+            agg.pkts.append(seg.pkt)
+            agg.pays.append(seg.pay)
+            agg.idxs.append(self.idx)
+            if seg.ulen != head.ulen:
+                self._complete(agg, Flush.SHORT_DATAGRAM, t)
+                return None
+            if agg.count >= UDP_GRO_CNT_MAX:
+                self._complete(agg, Flush.SEGMENT_LIMIT, t)
+                return None
+            return agg
+        self._complete(agg, reason, t)
+        if seg.flush_l3:
+            self._pass(seg.pkt, Pass.L3_FLUSH)
+            return None
+        return self._hold(seg, t, flist)
 
     def _limit(self, agg):
         """gro_max_size for this aggregate (skb_gro_receive): above 65536
         only plain TCP may grow (BIG TCP)."""
         return self.limit
 
-    def _hold(self, seg, t):
+    def _hold(self, seg, t, flist=False):
         """Put ``seg`` on its GRO list as a new head (gso_size := its
         payload length), completing the bucket's oldest if the bucket is
-        full (gro_flush_oldest)."""
+        full (gro_flush_oldest).  ``flist``: a fraglist aggregate."""
         key = seg.key
         if self.cfg.hash == "flow":
             # an RSS-like hash over the 4-tuple: addresses and ports only
@@ -320,7 +436,10 @@ class GROEngine:
         agg.head = seg
         agg.pkts = [seg.pkt]
         agg.pays = [seg.pay]
+        agg.idxs = [self.idx]
         agg.held = True
+        agg.flist = flist
+        agg.fast = not flist and seg.proto == 6
         agg.count = 1
         agg.mss = seg.L
         agg.seq_next = (seg.seq + seg.L) & 0xFFFFFFFF
@@ -366,6 +485,7 @@ class GROEngine:
         agg.bucket.remove(agg)
         del self.flows[agg.key]
         agg.held = False
+        agg.fast = False
         st = self.stats
         st.flush[reason] += 1
         if t < self.last_out_ts:
@@ -375,8 +495,14 @@ class GROEngine:
         pkt = head.pkt
         if agg.count == 1:
             st.singles += 1
-            self.out.append(pkt if pkt.ts == t else
-                            Packet(t, pkt.data, pkt.orig_len, pkt.iface, pkt.linktype, pkt.meta))
+            if self.cfg.annotate:
+                rec = f"{restore.TAG}i={agg.idxs[0]} t={pkt.ts}"
+                self.out.append(Packet(t, pkt.data, pkt.orig_len, pkt.iface, pkt.linktype,
+                                       _with_comment(pkt.meta, rec)))
+            else:
+                self.out.append(pkt if pkt.ts == t else
+                                Packet(t, pkt.data, pkt.orig_len, pkt.iface, pkt.linktype,
+                                       pkt.meta))
             return
         st.aggregates += 1
         st.segments_merged += agg.count
@@ -385,7 +511,15 @@ class GROEngine:
 
     def _build(self, agg, t):
         """The aggregate as a receiver's capture shows it: the first
-        segment's headers, every payload, lengths and checksums rewritten."""
+        segment's headers, every payload, lengths and checksums rewritten
+        (inet_gro_complete / ipv6_gro_complete, tcp4_gro_complete,
+        udp4_gro_complete and their IPv6 twins).
+
+        Standard TCP: FIN/PSH OR-ed in, checksum = pseudo-header seed
+        (csum='kernel') or valid.  Fraglist TCP: header untouched (kernel) or
+        checksum made valid.  UDP: length = aggregate's; checksum = seed
+        (standard, kernel), the first datagram's (fraglist, kernel), or
+        valid."""
         head = agg.head
         pkt = head.pkt
         d = pkt.data
@@ -399,40 +533,63 @@ class GROEngine:
         else:
             hdr, ins = ipv6.complete_header(hdr, l3off, l3len)
             l4off += ins
-        hdr[l4off + 13] |= agg.fin_psh
-        tcplen = l3len - (head.l4off - l3off)
-        if head.family == 4:
-            caddr = d[l3off + 12:l3off + 20]
-            pseudo = ones_sum(caddr) + 6 + tcplen
+        tcp = head.proto == 6
+        l4len = l3len - (head.l4off - l3off)
+        if tcp:
+            at = l4off + 16
+            if not agg.flist:
+                hdr[l4off + 13] |= agg.fin_psh
         else:
-            caddr = d[l3off + 8:l3off + 40]
-            pseudo = ones_sum(caddr) + 6 + (tcplen >> 16) + (tcplen & 0xFFFF)
-        hdr[l4off + 16] = 0
-        hdr[l4off + 17] = 0
+            at = l4off + 6
+            hdr[l4off + 4] = (l4len >> 8) & 0xFF
+            hdr[l4off + 5] = l4len & 0xFF
+        if head.family == 4:
+            pseudo = ones_sum(d[l3off + 12:l3off + 20]) + head.proto + l4len
+        else:
+            pseudo = (ones_sum(d[l3off + 8:l3off + 40]) + head.proto
+                      + (l4len >> 16) + (l4len & 0xFFFF))
         payloads, cut = _payloads(agg)
         if self.cfg.csum == "kernel" or cut:
-            c = fold(pseudo)
+            if not agg.flist:
+                c = fold(pseudo)
+                hdr[at] = c >> 8
+                hdr[at + 1] = c & 0xFF
+            # fraglist: the first packet's checksum stays
         else:
-            s = pseudo + ones_sum(bytes(hdr[l4off:]))
-            # payload sums: realign odd-offset pieces by summing the joined payload
-            s += _payload_sum(payloads)
+            hdr[at] = 0
+            hdr[at + 1] = 0
+            s = pseudo + ones_sum(bytes(hdr[l4off:])) + _payload_sum(payloads)
             c = (~fold(s)) & 0xFFFF
-        hdr[l4off + 16] = c >> 8
-        hdr[l4off + 17] = c & 0xFF
-        data = b"".join([bytes(hdr)] + payloads)
+            if not tcp and c == 0:
+                c = 0xFFFF
+            hdr[at] = c >> 8
+            hdr[at + 1] = c & 0xFF
+        hdr = bytes(hdr)
+        data = b"".join([hdr] + payloads)
         orig_len = l3off + ins + l3len
-        meta = None
+        meta = pkt.meta
         if self.cfg.annotate:
             old = pkt.meta
             comments = list(old.comments) if old is not None else []
-            comments.append(f"pcapgro: GRO aggregate of {agg.count} segments, "
-                            f"gso_size {agg.mss}")
+            kind = "fraglist " if agg.flist else ""
+            comments.append(f"pcapgro: GRO aggregate ({kind}{'TCP' if tcp else 'UDP'}) of "
+                            f"{agg.count} segments, gso_size {agg.mss}")
+            if not cut:
+                comments.append(restore.encode(hdr, agg.pkts, agg.pays, agg.idxs,
+                                               old.flags if old is not None else None))
             flags = (old.flags or 0) if old is not None else 0
-            meta = PacketMeta(comments=comments, flags=flags | EPB_FLAG_TSO,
+            meta = PacketMeta(block=old.block if old is not None else BLOCK_EPB,
+                              comments=comments, flags=flags | EPB_FLAG_TSO,
                               options=list(old.options) if old is not None else [])
-        elif pkt.meta is not None:
-            meta = pkt.meta
         return Packet(t, data, orig_len, pkt.iface, pkt.linktype, meta)
+
+
+def _with_comment(meta, text):
+    """A copy of ``meta`` (PacketMeta or None) with comment ``text`` added."""
+    if meta is None:
+        return PacketMeta(comments=[text])
+    return PacketMeta(block=meta.block, comments=list(meta.comments) + [text],
+                      flags=meta.flags, options=list(meta.options))
 
 
 def final_flush_reason(flags, L, mss):
@@ -444,6 +601,12 @@ def final_flush_reason(flags, L, mss):
         if flags & bit:
             return reason
     return None
+
+
+def _dport(seg):
+    """Destination port of a parsed segment (int)."""
+    d = seg.pkt.data
+    return (d[seg.l4off + 2] << 8) | d[seg.l4off + 3]
 
 
 def _payloads(agg):

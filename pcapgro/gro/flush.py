@@ -31,6 +31,12 @@ class Flush(str, enum.Enum):
     L3_FLUSH = "l3_flush"              # new packet flagged flush at L3 (length
                                        # mismatch: padding, trailer; evil bit)
     SIZE_LIMIT = "size_limit"          # aggregate would reach gro_max_size
+                                       # (fraglist: 65536 with every header)
+    SEGMENT_LIMIT = "segment_limit"    # 64 segments (UDP, TCP fraglist)
+    LONGER_DATAGRAM = "longer_datagram"  # UDP datagram longer than the first
+    SHORT_DATAGRAM = "short_datagram"  # merged a shorter last UDP datagram
+    MODE_CHANGED = "mode_changed"      # fraglist vs standard differ
+    CSUM_STATE = "csum_state"          # fraglist: ip_summed differs
     PSH = "psh"                        # merged a PSH segment: completed
     FIN = "fin"                        # merged a FIN segment
     URG = "urg"
@@ -62,4 +68,10 @@ class Pass(str, enum.Enum):
     FLAGS = "flags"                    # PSH/URG/RST/SYN/FIN: never held alone
     SHORT_SEGMENT = "short_segment"    # (GSO input) not a whole number of mss
     GSO_INPUT = "gso_input"            # oversized packet (already a super-frame)
+    NO_UDP_GRO = "no_udp_gro"          # UDP with no GRO path (default)
+    UDP_ZERO_CSUM = "udp_zero_csum"    # UDP checksum 0: never coalesced
+    UDP_LENGTH = "udp_length"          # UDP length <= 8 or != bytes present
+    BAD_UDP_CSUM = "bad_udp_csum"
+    MODE_CHANGED = "mode_changed"      # flushed: fraglist vs standard differ
+    CSUM_STATE = "csum_state"          # fraglist: ip_summed differs from held
     NOT_MERGED = "not_merged"          # other

@@ -11,20 +11,21 @@ from ..checksum import ipv4_header_checksum
 from .flush import Pass
 from .seg import Seg
 from .tcp import parse_tcp
+from .udp import parse_udp
 
 __all__ = ["receive", "complete_header", "IPPROTO_TCP", "IPPROTO_UDP"]
 
 IPPROTO_TCP = 6
 IPPROTO_UDP = 17
 # Protocols with an IPv4 GRO handler in a 6.18 kernel (TCP, UDP, GRE, IPIP,
-# SIT, ESP with offload).  pcapgro merges TCP; the others pass.
-_HANDLED = frozenset((IPPROTO_TCP,))
+# SIT, ESP with offload).  pcapgro merges TCP and UDP; the others pass.
+_HANDLED = frozenset((IPPROTO_TCP, IPPROTO_UDP))
 
 _hdr = struct.Struct("!BBHHHBBH")
 
 
 def receive(pkt, l3off, vlan):
-    """Parse the IPv4 header at ``pkt.data[l3off:]`` and, for TCP, the TCP
+    """Parse the IPv4 header at ``pkt.data[l3off:]`` and the TCP or UDP
     header, applying inet_gro_receive's reject and flush rules.
 
     Args:
@@ -59,7 +60,9 @@ def receive(pkt, l3off, vlan):
     seg.vlan = vlan
     seg.flush_l3 = tot_len != present or bool(frag & 0x8000)
     wire_end = l3off + present
-    r = parse_tcp(seg, data, l3off + 20, wire_end)
+    seg.proto = proto
+    seg.partial = False
+    r = (parse_tcp if proto == IPPROTO_TCP else parse_udp)(seg, data, l3off + 20, wire_end)
     if r is not None:
         return r
     seg.l3len = tot_len
@@ -68,14 +71,14 @@ def receive(pkt, l3off, vlan):
     seg.df = frag & 0x4000
     seg.ipid = ipid
     seg.key = (pkt.iface, data[:l3off], data[l3off + 12:l3off + 20],
-               data[seg.l4off:seg.l4off + 4])
-    if seg.flush_l3 or n < pkt.orig_len:
+               data[seg.l4off:seg.l4off + 4], proto)
+    if seg.flush_l3 or n < pkt.orig_len or (proto == IPPROTO_UDP and not seg.ucsum):
         seg.cblock = None
     else:
-        # src, dst and the TCP segment are contiguous: one block to sum
+        # src, dst and the L4 segment are contiguous: one block to sum
         seg.cblock = data[l3off + 12:seg.end]
         seg.caddr = data[l3off + 12:l3off + 20]
-        seg.cextra = IPPROTO_TCP + tot_len - 20
+        seg.cextra = proto + tot_len - 20
     return seg
 
 

@@ -14,13 +14,15 @@ from ..checksum import ones_sum
 from .flush import Pass
 from .seg import Seg
 from .tcp import parse_tcp
+from .udp import parse_udp
 
 __all__ = ["receive", "complete_header"]
 
 IPPROTO_TCP = 6
+IPPROTO_UDP = 17
 _EXTHDRS = (0, 43, 60)
 _FRAG = 44
-_HANDLED = frozenset((IPPROTO_TCP,))
+_HANDLED = frozenset((IPPROTO_TCP, IPPROTO_UDP))
 
 _u32 = struct.Struct("!I").unpack_from
 _u16 = struct.Struct("!H").unpack_from
@@ -28,7 +30,7 @@ _u16 = struct.Struct("!H").unpack_from
 
 def receive(pkt, l3off, vlan):
     """Parse the IPv6 header (and walkable extension headers) at
-    ``pkt.data[l3off:]`` and, for TCP, the TCP header.
+    ``pkt.data[l3off:]`` and the TCP or UDP header.
 
     Returns:
         a Seg, or a Pass reason when rejected before flow matching.
@@ -60,7 +62,9 @@ def receive(pkt, l3off, vlan):
     seg.vlan = vlan
     seg.flush_l3 = plen != present - 40
     wire_end = l3off + present
-    r = parse_tcp(seg, data, off, wire_end)
+    seg.proto = nh
+    seg.partial = False
+    r = (parse_tcp if nh == IPPROTO_TCP else parse_udp)(seg, data, off, wire_end)
     if r is not None:
         return r
     seg.l3len = 40 + plen
@@ -70,8 +74,8 @@ def receive(pkt, l3off, vlan):
     seg.ipid = None
     seg.key = (pkt.iface, data[:l3off], first & 0xF00FFFFF,
                data[l3off + 6:l3off + 7] + data[l3off + 8:off],
-               data[off:off + 4])
-    if seg.flush_l3 or n < pkt.orig_len:
+               data[off:off + 4], nh)
+    if seg.flush_l3 or n < pkt.orig_len or (nh == IPPROTO_UDP and not seg.ucsum):
         seg.cblock = None
     else:
         tcplen = l3off + 40 + plen - off
@@ -80,7 +84,7 @@ def receive(pkt, l3off, vlan):
             seg.cblock = data[l3off + 8:seg.end]
         else:
             seg.cblock = seg.caddr + data[off:seg.end]
-        seg.cextra = IPPROTO_TCP + (tcplen >> 16) + (tcplen & 0xFFFF)
+        seg.cextra = nh + (tcplen >> 16) + (tcplen & 0xFFFF)
     return seg
 
 

@@ -15,7 +15,10 @@ class Seg:
 
     Attributes:
         pkt:      the Packet.
-        family:   4 or 6.
+        family:   4 or 6; proto: 6 (TCP) or 17 (UDP).
+        ulen, ucsum: UDP length and checksum fields (UDP only).
+        partial:  True when the checksum field held the pseudo-header seed
+                  (CHECKSUM_PARTIAL), False when verified (UNNECESSARY).
         l3off:    start of the IP header; l4off: start of the TCP header.
         pay:      start of the TCP payload; end: end of the IP datagram in the
                   captured bytes (capped at the captured length).
@@ -39,9 +42,10 @@ class Seg:
         caddr:    bytes: the pseudo-header addresses (for the seed check).
     """
 
-    __slots__ = ("pkt", "family", "l3off", "l4off", "pay", "end", "L", "l3len",
-                 "key", "flags", "word", "seq", "ackopt", "tosttl", "df", "ipid",
-                 "flush_l3", "vlan", "cblock", "cextra", "caddr")
+    __slots__ = ("pkt", "family", "proto", "l3off", "l4off", "pay", "end", "L",
+                 "l3len", "key", "flags", "word", "seq", "ackopt", "tosttl", "df",
+                 "ipid", "flush_l3", "vlan", "cblock", "cextra", "caddr", "ulen",
+                 "ucsum", "partial")
 
 
 class Agg:
@@ -52,7 +56,10 @@ class Agg:
         head:     the first Seg (its headers become the aggregate's).
         pkts:     the merged Packets, in order (head first).
         pays:     offset of the TCP payload in each of them, bytes.
+        idxs:     input index (0-based packet number) of each of them.
         held:     still on its GRO list (False once completed).
+        flist:    a fraglist aggregate (packets chained, not merged).
+        fast:     held and in standard TCP mode (the fast path may append).
         count:    segments merged (NAPI_GRO_CB(p)->count).
         mss:      gso_size: payload length of the first segment, bytes.
         seq_next: sequence number the next segment must carry.
@@ -65,4 +72,4 @@ class Agg:
 
     __slots__ = ("key", "bucket", "hash", "head", "payloads", "count", "mss",
                  "seq_next", "size", "fin_psh", "fixedid", "age", "held",
-                 "pkts", "pays", "ack", "opts")
+                 "pkts", "pays", "idxs", "ack", "opts", "flist", "fast")

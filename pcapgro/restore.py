@@ -1,0 +1,258 @@
+"""Giving back the original packets of pcapgro's own aggregates.
+
+When ``pcapgro merge`` writes pcapng, every aggregate (and every held
+packet whose timestamp it moved) carries, besides a readable comment, a
+second ``opt_comment`` that records how to give back its original packets
+exactly::
+
+    pcapgro-restore v1 i=<n> t=<ns> f=<flags> h=<len>,<diffs> s=<di>,<dt>,<len>,<diffs>;...
+
+* ``i``: the first packet's input index (0-based packet number), ``t``
+  its original timestamp (ns since the epoch), ``f`` (optional) its
+  original epb_flags word.
+* A record with only ``i`` and ``t`` marks a packet written unchanged but
+  out of its input position or time: a held packet that merged nothing, or
+  a packet that overtook held ones.
+* ``h``: the first packet's payload length and how its original headers
+  differ from the aggregate's (written) headers.
+* ``s``: for every further packet: input index minus ``i``, timestamp
+  minus ``t`` (ns), payload length, and how its headers differ from the
+  first packet's original ones.
+* ``<diffs>``: runs ``offset:hex`` joined by ``/`` (empty when identical);
+  ``*hex`` when the header lengths differ (the whole original header).
+
+Why a comment and not a custom option: a comment is what Wireshark shows
+(``frame.comment``) and editcap keeps, it needs no IANA Private Enterprise
+Number, and it stays readable; custom options (2988/2989) need a PEN.  The
+payload bytes themselves are in the aggregate, so the record only holds
+what differs per packet (IPv4 ID, lengths, checksums, sequence numbers,
+flags, timestamps).
+"""
+
+import numpy as np
+
+from .record import EPB_FLAG_TSO, Packet, PacketMeta
+
+__all__ = ["TAG", "encode", "decode", "restore", "Restorer"]
+
+TAG = "pcapgro-restore v1 "
+AGG_TAG = "pcapgro: GRO aggregate"
+MOVED_TAG = "pcapgro: held by GRO"
+
+
+def _diffs(orig, ref):
+    """Runs of ``orig`` bytes that differ from ``ref`` (same length) as
+    'off:hex/off:hex'; '*hex' when the lengths differ."""
+    if len(orig) != len(ref):
+        return "*" + orig.hex()
+    a = np.frombuffer(orig, dtype=np.uint8)
+    b = np.frombuffer(ref, dtype=np.uint8)
+    idx = np.flatnonzero(a != b)
+    if not len(idx):
+        return ""
+    runs = []
+    start = prev = int(idx[0])
+    for i in idx[1:].tolist():
+        if i != prev + 1:
+            runs.append(f"{start}:{orig[start:prev + 1].hex()}")
+            start = i
+        prev = i
+    runs.append(f"{start}:{orig[start:prev + 1].hex()}")
+    return "/".join(runs)
+
+
+def _apply(ref, diffs):
+    if diffs.startswith("*"):
+        return bytes.fromhex(diffs[1:])
+    if not diffs:
+        return ref
+    b = bytearray(ref)
+    for run in diffs.split("/"):
+        off, hx = run.split(":")
+        off = int(off)
+        v = bytes.fromhex(hx)
+        b[off:off + len(v)] = v
+    return bytes(b)
+
+
+def encode(written_hdr, pkts, pays, idxs, flags=None):
+    """The restore record (str) of an aggregate.
+
+    Args:
+        written_hdr: the aggregate's headers as written (bytes).
+        pkts:  the original Packets, first one first (their ``data`` from
+               offset ``pays[i]`` on is payload, all captured in full).
+        pays:  payload offset of each packet, bytes.
+        idxs:  input index of each packet.
+        flags: the first packet's original epb_flags, or None.
+    """
+    p0 = pkts[0]
+    h0 = p0.data[:pays[0]]
+    i0 = idxs[0]
+    parts = [f"{TAG}i={i0} t={p0.ts}"]
+    if flags is not None:
+        parts.append(f"f={flags}")
+    parts.append(f"h={len(p0.data) - pays[0]},{_diffs(h0, written_hdr)}")
+    segs = []
+    t0 = p0.ts
+    for p, o, i in zip(pkts[1:], pays[1:], idxs[1:]):
+        d = p.data
+        segs.append(f"{i - i0},{p.ts - t0},{len(d) - o},{_diffs(d[:o], h0)}")
+    parts.append("s=" + ";".join(segs))
+    return " ".join(parts)
+
+
+def decode(text):
+    """Parse a restore record.  Returns a dict with ``i`` (int), ``t``
+    (int ns), ``f`` (int or None), ``h`` ((len, diffs) or None for a
+    single packet), ``s`` (list of (di, dt, len, diffs)).
+
+    Raises:
+        ValueError: ``text`` is not a valid record."""
+    if not text.startswith(TAG):
+        raise ValueError("not a pcapgro restore record")
+    out = {"f": None, "h": None, "s": []}
+    for field in text[len(TAG):].split(" "):
+        k, _, v = field.partition("=")
+        if k == "i":
+            out["i"] = int(v)
+        elif k == "t":
+            out["t"] = int(v)
+        elif k == "f":
+            out["f"] = int(v)
+        elif k == "h":
+            n, _, d = v.partition(",")
+            out["h"] = (int(n), d)
+        elif k == "s":
+            for item in filter(None, v.split(";")):
+                di, dt, n, d = item.split(",", 3)
+                out["s"].append((int(di), int(dt), int(n), d))
+    if "t" not in out or "i" not in out:
+        raise ValueError("incomplete pcapgro restore record")
+    return out
+
+
+def _strip(meta, tso_set):
+    """``meta`` without pcapgro's comments (and without the EPB flag bit 11
+    pcapgro set), or None when nothing else is left."""
+    if meta is None:
+        return None
+    comments = [c for c in meta.comments if not (
+        c.startswith(TAG) or c.startswith(AGG_TAG) or c.startswith(MOVED_TAG))]
+    flags = meta.flags
+    if tso_set and flags is not None:
+        flags &= ~EPB_FLAG_TSO
+        if not flags:
+            flags = None
+    if not comments and flags is None and not meta.options:
+        return None
+    return PacketMeta(block=meta.block, comments=comments, flags=flags,
+                      options=list(meta.options))
+
+
+def restore(pkt):
+    """The original packets of ``pkt`` as a list of ``(input index,
+    Packet)``, or None when it carries no restore record.
+
+    Raises:
+        ValueError: the record does not fit the packet (edited capture).
+    """
+    meta = pkt.meta
+    if meta is None or not meta.comments:
+        return None
+    rec = None
+    for c in meta.comments:
+        if c.startswith(TAG):
+            rec = c
+    if rec is None:
+        return None
+    r = decode(rec)
+    if r["h"] is None:              # written unchanged, moved in time/order
+        return [(r["i"], Packet(r["t"], pkt.data, pkt.orig_len, pkt.iface,
+                                pkt.linktype, _strip(meta, False)))]
+    n0, d0 = r["h"]
+    total_pay = n0 + sum(n for _, _, n, _ in r["s"])
+    data = pkt.data
+    hlen = len(data) - total_pay
+    if hlen < 0:
+        raise ValueError("restore record does not fit the packet")
+    h0 = _apply(data[:hlen], d0)
+    pos = hlen + n0
+    m0 = _strip(meta, True)
+    if r["f"] is not None:
+        m0 = m0 or PacketMeta()
+        m0.flags = r["f"]
+    i0, t0 = r["i"], r["t"]
+    p0data = h0 + data[hlen:pos]
+    out = [(i0, Packet(t0, p0data, len(p0data), pkt.iface, pkt.linktype, m0))]
+    for di, dt, n, d in r["s"]:
+        b = _apply(h0, d) + data[pos:pos + n]
+        pos += n
+        out.append((i0 + di, Packet(t0 + dt, b, len(b), pkt.iface, pkt.linktype, None)))
+    if pos != len(data):
+        raise ValueError("restore record does not fit the packet")
+    return out
+
+
+class Restorer:
+    """``split --restore``: give back the original packets of pcapgro's own
+    aggregates (byte for byte, with their nanosecond timestamps); every other
+    event passes unchanged.
+
+    Attributes:
+        stats: dict with ``packets``, ``restored`` (aggregates undone),
+               ``segments`` (packets given back), ``passed``.
+    """
+
+    def __init__(self):
+        self.stats = {"packets": 0, "restored": 0, "segments": 0, "passed": 0}
+
+    def process(self, events):
+        """Generator over events (see :mod:`pcapgro.record`), giving back
+        the original packets in their input order.
+
+        Packets without a record were written by merge in their input
+        position (everything before them was already written), so they are
+        placed right after what is already known; recorded ones are placed
+        by their input index.  Memory is bounded by what GRO held at once.
+
+        Raises:
+            UnusableInput: a restore record does not fit its packet.
+        """
+        from .errors import UnusableInput
+        st = self.stats
+        pending = {}
+        nxt = 0
+        for ev in events:
+            if type(ev) is not Packet:
+                if type(ev).__name__ == "Section":
+                    for k in sorted(pending):
+                        yield pending.pop(k)
+                    nxt = 0
+                yield ev
+                continue
+            st["packets"] += 1
+            try:
+                segs = restore(ev)
+            except ValueError as e:
+                raise UnusableInput(f"packet {st['packets']}: {e}") from None
+            if segs is None:
+                st["passed"] += 1
+                while nxt in pending:
+                    yield pending.pop(nxt)
+                    nxt += 1
+                yield ev
+                nxt += 1
+            else:
+                if len(segs) > 1:
+                    st["restored"] += 1
+                    st["segments"] += len(segs)
+                else:
+                    st["passed"] += 1
+                for k, p in segs:
+                    pending[k] = p
+            while nxt in pending:
+                yield pending.pop(nxt)
+                nxt += 1
+        for k in sorted(pending):
+            yield pending.pop(k)
