@@ -126,7 +126,7 @@ def _report(stats, quiet, stats_path):
 
 
 def run_command(in_path, out_path, quiet=False, out_format=None, stats_path=None,
-                transform=None, extra_stats=None):
+                transform=None, extra_stats=None, build=None):
     """Run one IN -> OUT job with the common options.
 
     Args:
@@ -137,6 +137,10 @@ def run_command(in_path, out_path, quiet=False, out_format=None, stats_path=None
         transform:   None or callable(iterator of events) -> iterator of events.
         extra_stats: None or callable() -> dict of {key: dict} merged into the
                      statistics (e.g. ``{"gro": {...}}``).
+        build:       None or callable(output format) -> (transform,
+                     extra_stats, table) built once the output format is
+                     known; ``table`` is None or callable() -> list of lines
+                     printed after the packet counts (unless quiet).
     Returns: the exit status (0 or 3).
     Raises: PcapgroError (exit 2), _Exit(130) on KeyboardInterrupt.
     """
@@ -147,6 +151,9 @@ def run_command(in_path, out_path, quiet=False, out_format=None, stats_path=None
     damaged = None
     try:
         fmt = out_format or format_for_path(out_path, reader.format)
+        table = None
+        if build is not None:
+            transform, extra_stats, table = build(fmt)
         writer = open_writer(out_path, fmt)
         progress, bar = _progress_bar(quiet, in_path)
         try:
@@ -171,48 +178,138 @@ def run_command(in_path, out_path, quiet=False, out_format=None, stats_path=None
     if extra_stats is not None:
         stats.update(extra_stats())
     _report(stats, quiet, stats_path)
+    if table is not None and not quiet:
+        try:
+            sys.stderr.write("".join(line + "\n" for line in table()))
+        except OSError:
+            pass
     if damaged is not None:
         _err(str(damaged))
         status = EXIT_DAMAGED
     return status
 
 
-def _gro_transform(options):
-    """Build the GRO transform from the merge options.  Returns
-    ``(transform, extra_stats)``; ``(None, None)`` for ``--no-gro``.
-    Raises UnusableInput while the engine is not available."""
-    if options.get("no_gro"):
-        return None, None
-    try:
-        from .gro import GROEngine          # the engine (pcapgro/gro/)
-    except ImportError:
-        raise UnusableInput("the GRO engine is not available in this build; "
-                            "use --no-gro for a pass-through") from None
-    engine = GROEngine()
+def _gro_build(opts, quiet):
+    """The GRO transform for ``merge``'s options: a builder for
+    :func:`run_command` (None for ``--no-gro``)."""
+    if opts["no_gro"]:
+        return None
+    from .gro import GROConfig, GROEngine
 
-    def extra():
-        st = getattr(engine, "stats", None)
-        if st is None:
-            return {}
-        if hasattr(st, "to_dict"):
-            st = st.to_dict()
-        elif callable(st):
-            st = st()
-        return {"gro": st}
-    return engine.process, extra
+    def build(fmt):
+        if fmt == "pcap" and not quiet:
+            _err("note: pcap output cannot hold the aggregate comments and restore "
+                 "records (use -F pcapng to keep them)")
+        cfg = GROConfig(
+            gro_max_size=opts["gro_max_size"], verify_csum=not opts["no_verify_csum"],
+            csum=opts["csum"], hz=opts["hz"], napi_budget=opts["napi_budget"],
+            poll_gap_ns=opts["poll_gap"], gro_flush_timeout=opts["gro_flush_timeout"],
+            hash=opts["hash"], udp=opts["udp"], fraglist=opts["fraglist"],
+            local_ports=frozenset(opts["local_port"]), annotate=fmt == "pcapng")
+        engine = GROEngine(cfg)
+        return engine.process, lambda: {"gro": engine.stats.to_dict()}, engine.stats.table
+    return build
 
 
-@cli.command()
+_MERGE_EPILOG = """\b
+Examples:
+  pcapgro merge samples/tcp4-bulk-wire.pcap /tmp/gro.pcapng
+  pcapgro merge --udp gro --stats - capture.pcap merged.pcap
+  pcapgro merge --fraglist --local-port 443 router.pcap out.pcapng
+"""
+
+
+@cli.command(epilog=_MERGE_EPILOG)
 @click.option("--no-gro", is_flag=True,
               help="GRO off (as 'ethtool -K dev gro off'): a pure pass-through.")
+@click.option("--no-verify-csum", is_flag=True,
+              help="Do not verify TCP/UDP checksums (the kernel verifies them; a bad one never merges).")
+@click.option("--csum", type=click.Choice(["valid", "kernel"]), default="valid", show_default=True,
+              help="Checksum written on aggregates: a valid one, or what the kernel leaves "
+                   "(pseudo-header seed; fraglist: the first packet's).")
+@click.option("--gro-max-size", type=click.IntRange(1, 524280), default=65536, show_default=True,
+              metavar="BYTES", help="gro_max_size: aggregates stay below it; above 65536 is BIG TCP "
+                                    "(IPv4 total length 0, IPv6 Hop-by-Hop jumbo).")
+@click.option("--gro-flush-timeout", type=click.IntRange(0), default=0, show_default=True,
+              metavar="NS", help="gro_flush_timeout: hold packets across polls for this long (ns).")
+@click.option("--napi-budget", type=click.IntRange(0), default=0, show_default=True, metavar="N",
+              help="Packets per NAPI poll (64 in most drivers); 0 = polls end only at gaps.")
+@click.option("--hz", type=click.Choice(["100", "250", "300", "1000"]), default="250",
+              show_default=True, callback=lambda c, p, v: int(v),
+              help="Kernel tick rate, for the 'old packets only' flush rule.")
+@click.option("--poll-gap", type=click.IntRange(0), default=1_000_000, show_default=True,
+              metavar="NS", help="A gap between packets longer than this ends a NAPI poll (ns).")
+@click.option("--hash", type=click.Choice(["flow", "none"]), default="flow", show_default=True,
+              help="Flow hash: 'flow' = each flow its own (RSS, local sockets), "
+                   "'none' = all in GRO bucket 0 (tcpreplay into a veth).")
+@click.option("--udp", type=click.Choice(["off", "gro"]), default="off", show_default=True,
+              help="UDP GRO: 'gro' = rx-udp-gro-forwarding on and UDP_GRO on local sockets.")
+@click.option("--fraglist", is_flag=True,
+              help="rx-gro-list on: forwarded TCP and UDP flows use fraglist GRO.")
+@click.option("--local-port", type=click.IntRange(0, 65535), multiple=True, metavar="PORT",
+              help="Flows to PORT have a local socket (repeatable).")
 @common_options
-def merge(in_path, out_path, quiet, out_format, stats_path, no_gro):
+def merge(in_path, out_path, quiet, out_format, stats_path, **opts):
     """Merge packets of IN the way Linux GRO does and write OUT.
 
-    With --no-gro, copy IN to OUT unchanged (format conversion only).
+    TCP segments of a flow are coalesced into aggregates as a Linux 6.18
+    receiver's GRO would hand them up; everything else passes unchanged,
+    in order.  With --no-gro, copy IN to OUT unchanged.
     """
-    transform, extra = _gro_transform({"no_gro": no_gro})
-    sys.exit(run_command(in_path, out_path, quiet, out_format, stats_path, transform, extra))
+    build = _gro_build(opts, quiet)
+    sys.exit(run_command(in_path, out_path, quiet, out_format, stats_path, build=build))
+
+
+def _split_build(opts, quiet):
+    def build(fmt):
+        if opts["restore"]:
+            from .restore import Restorer
+            r = Restorer()
+            return (r.process, lambda: {"restore": dict(r.stats)},
+                    lambda: [f"restore: {r.stats['restored']} aggregates given back as "
+                             f"{r.stats['segments']} packets, {r.stats['passed']} passed"])
+        from .gso import GSOConfig, GSOSplitter
+        cfg = GSOConfig(mss=opts["mss"], mtu=opts["mtu"], gso_size=opts["gso_size"],
+                        fixed_id=opts["fixed_id"], annotate=fmt == "pcapng")
+        sp = GSOSplitter(cfg)
+        return sp.process, lambda: {"gso": sp.stats.to_dict()}, sp.stats.table
+    return build
+
+
+_SPLIT_EPILOG = """\b
+Examples:
+  pcapgro split samples/tcp4-tso-sender.pcap /tmp/wire.pcap
+  pcapgro split --gso-size 1200 samples/udp4-uso-sender.pcap /tmp/wire.pcap
+  pcapgro split --restore merged.pcapng original.pcapng
+"""
+
+
+@cli.command(epilog=_SPLIT_EPILOG)
+@click.option("--mss", type=click.IntRange(8, 65535), metavar="N",
+              help="TCP segment payload size for every flow (default: per flow from the "
+                   "capture: SYN MSS, largest segment, else what fits --mtu).")
+@click.option("--mtu", type=click.IntRange(68, 65535), default=1500, show_default=True, metavar="N",
+              help="Largest L3 length of a segment when no MSS is known.")
+@click.option("--gso-size", type=click.IntRange(8, 65535), metavar="N",
+              help="UDP datagram payload size (UDP super-packets need it).")
+@click.option("--fixed-id", is_flag=True, help="Keep the IPv4 ID on every segment (SKB_GSO_TCP_FIXEDID).")
+@click.option("--restore", is_flag=True,
+              help="Give back the exact original packets of pcapgro merge's own aggregates "
+                   "(pcapng written by merge); other packets pass unchanged.")
+@common_options
+def split(in_path, out_path, quiet, out_format, stats_path, **opts):
+    """Split oversized packets of IN into wire-sized segments the way Linux
+    GSO/TSO does and write OUT.
+
+    TCP super-frames (including IPv4 total length 0 and IPv6 jumbograms)
+    become MSS-sized segments with correct headers and checksums; UDP
+    super-packets need --gso-size.  Packets that need no split pass
+    unchanged (partial checksums from a sender's offload are completed).
+    """
+    if opts["restore"] and any(opts[k] for k in ("mss", "gso_size", "fixed_id")):
+        raise click.UsageError("--restore takes no segmentation options")
+    sys.exit(run_command(in_path, out_path, quiet, out_format, stats_path,
+                         build=_split_build(opts, quiet)))
 
 
 def main(argv=None):
