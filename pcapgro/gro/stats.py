@@ -67,7 +67,7 @@ class GROStats:
             lines.append("  passed because:    " + ", ".join(
                 f"{k} {v}" for k, v in sorted(d["pass_reasons"].items(), key=lambda kv: -kv[1])))
         if d["checksums"]:
-            lines.append("  TCP checksums:     " + ", ".join(
+            lines.append("  checksums:         " + ", ".join(
                 f"{k} {v}" for k, v in d["checksums"].items()))
         if spa["histogram"]:
             lines.append("  segments/aggregate: " + " ".join(
