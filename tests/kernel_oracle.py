@@ -49,6 +49,31 @@ hash (bucket 0 for every flow), and with ``csum='kernel'`` the aggregate's
 TCP checksum field holds the pseudo-header seed as the kernel leaves it, so
 the frames must be byte-identical to the kernel's.
 
+Findings on this kernel (6.18.44, HZ=250, no CONFIG_VLAN_8021Q), all
+recorded under tests/regress/:
+
+1. CWR (q1-*): a CWR segment never joins a held aggregate and nothing joins
+   it: runs of CWR (or CWR|ECE) segments come out one frame each; a CWR
+   segment followed by plain ones gives [CWR alone] + [the plain ones
+   merged].  (6.18 mainline; not the 2026 AccECN rule.)
+2. Fixed IPv4 ID with DF clear (q2-*) merges (IDs 8,8,8,8 DF=0 -> one
+   aggregate, ID 8); random IDs never merge.
+3. VLAN (q3-*): 802.1Q, 802.1AD, QinQ and 0x9100 tagged frames never
+   merge (no VLAN GRO handler without the 8021q module).  pcapgro merges
+   0x8100/0x88a8 tags: the one known mismatch.
+4. Ethernet padding (q4-*): a short final segment padded to 60 bytes is
+   not merged (IP length != bytes present) but completes the held
+   aggregate first ([200, 4-padded]); short padded segments never merge
+   with each other; a trailer on a full-size segment: that segment stands
+   alone, the aggregate before it is completed.
+5. Pure ACK (q5-*): completes the held aggregate of its flow (same or new
+   ack number) and is itself passed; a pure ACK of another flow does not
+   disturb it.
+Destination MAC: GRO runs before the PACKET_OTHERHOST drop and tcpdump
+sees the frames either way (mac-otherhost merges like the rest).
+Checksums: the veth does not mark injected frames CHECKSUM_UNNECESSARY;
+the kernel verifies TCP checksums (bad ones are passed, never merged).
+
 Command line (as root)::
 
     python tests/kernel_oracle.py smoke              # 10 segments -> 1 aggregate
@@ -539,6 +564,7 @@ class CaseResult:
     status: str = "ok"                               # ok | mismatch | unstable
     runs: int = 0
     diff: str | None = None
+    timing: bool = False        # kernel runs differed / one run matched: retried
     kernel_packets: list = field(default_factory=list)
 
     def input_lines(self):
@@ -589,12 +615,12 @@ def check_cases(oracle, cases, names=None, rounds=2, max_runs=6, **cfg):
         if r.status == "unstable":
             seen = {s for s, _ in sigs[i]}
             if signature(r.ours) in seen:
-                r.status = "ok"
+                r.status, r.timing = "ok", True
             continue
         r.diff = compare(r.kernel, r.ours)
         if r.diff:
             if any(s == signature(r.ours) for s, _ in sigs[i]):
-                r.status, r.diff = "ok", None      # one run matched: timing
+                r.status, r.diff, r.timing = "ok", None, True   # one run matched: timing
             else:
                 confirm.append(i)
     if confirm:
@@ -603,7 +629,7 @@ def check_cases(oracle, cases, names=None, rounds=2, max_runs=6, **cfg):
             alts = {signature(got[2 * j][1]), signature(got[2 * j + 1][1])}
             res[i].runs += 2
             if signature(res[i].ours) in alts:
-                res[i].status, res[i].diff = "ok", None
+                res[i].status, res[i].diff, res[i].timing = "ok", None, True
             else:
                 res[i].status = "mismatch"
     return res
@@ -801,21 +827,51 @@ def question_cases():
     return out
 
 
+def extra_cases():
+    """Rules the generator reaches rarely: bucket overflow, the 64 KiB
+    limit, IPv6 extension headers, checksum 0, IP length mismatch."""
+    from pktbuild import ACK, PSH, SYN, hbh, nop, routing, ts_option
+    out = []
+    fl = [_flow(4, sport=3000 + i) for i in range(10)]
+    out.append(("x-bucket-overflow-10-flows", [g.pkt(0, PL).data for g in fl] + [g.pkt(PL, PL).data for g in fl]))
+    f = _flow(4, options=nop() + nop() + ts_option(1, 2))
+    out.append(("x-size-limit-46x1448", [f.pkt(i * 1448, 1448).data for i in range(46)]))
+    f = _flow(6)
+    out.append(("x-size-limit-v6-46x1448", [f.pkt(i * 1448, 1448).data for i in range(46)]))
+    for name, ext in (("hbh", [hbh()]), ("routing", [routing()]), ("hbh-routing", [hbh(), routing()])):
+        f = _flow(6, exthdrs=ext)
+        out.append((f"x-v6-ext-{name}", [f.pkt(i * PL, PL).data for i in range(3)]))
+    f = _flow(4)
+    out.append(("x-tcp-csum-zero", [f.pkt(0, PL).data, f.pkt(PL, PL, csum="zero").data, f.pkt(2 * PL, PL).data]))
+    f = _flow(4)
+    out.append(("x-ip-totlen-short", [f.pkt(0, PL).data, f.pkt(PL, PL, tot_len=20 + 20 + 50).data,
+                                      f.pkt(2 * PL, PL).data]))
+    f = _flow(4)
+    out.append(("x-syn-with-payload", [f.pkt(0, PL).data, f.pkt(PL, PL, ACK | SYN).data, f.pkt(2 * PL + 1, PL).data]))
+    f = _flow(4)
+    out.append(("x-psh-then-more", [f.pkt(0, PL).data, f.pkt(PL, PL, ACK | PSH).data,
+                                    f.pkt(2 * PL, PL).data, f.pkt(3 * PL, PL).data]))
+    f = _flow(4, ipid="inc", ipid0=65534)
+    out.append(("x-ipid-wrap", [f.pkt(i * PL, PL).data for i in range(5)]))
+    return out
+
+
 # ---- generated cases (hypothesis)
 
 ACTIONS = (["data"] * 8 + ["short", "long", "psh", "fin", "fin_data", "cwr", "ece", "cwr_ece",
            "urg", "rst", "syn", "pure_ack", "dup_ack", "ack_change", "window", "tsval",
            "ttl", "tos_ce", "tos", "df_flip", "id_jump", "id_same", "seq_gap", "retrans",
-           "bad_csum", "pad", "trailer", "gap"])
+           "bad_csum", "pad", "trailer", "gap", "ip_opts", "frag", "ip_bad_csum", "mac_other",
+           "urg_ptr_only", "evil"])
 
 
-def case_strategy(max_events=16):
+def case_strategy(max_events=24):
     """A short multi-flow TCP packet sequence (a spec; :func:`materialize`
     turns it into frames)."""
     from hypothesis import strategies as st
     flow_st = st.fixed_dictionaries({
         "family": st.sampled_from([4, 6]),
-        "mss": st.sampled_from([1, 7, 100, 536, 1000, 1448]),
+        "mss": st.sampled_from([1, 7, 100, 536, 1000, 1448, 1448, 4000]),
         "opts": st.sampled_from(["none", "ts", "ts_sack", "sack"]),
         "df": st.booleans(),
         "ipid": st.sampled_from(["inc", "inc", "fixed", "zero", "random"]),
@@ -826,8 +882,9 @@ def case_strategy(max_events=16):
         "ext": st.sampled_from([False, False, False, True]),
         "seq0": st.sampled_from([100, 100, 0xFFFFFF00]),
     })
-    ev_st = st.tuples(st.integers(0, 2), st.sampled_from(ACTIONS), st.integers(0, 1 << 16))
-    return st.tuples(st.lists(flow_st, min_size=1, max_size=3),
+    ev_st = st.tuples(st.integers(0, 9), st.sampled_from(ACTIONS), st.integers(0, 1 << 16))
+    return st.tuples(st.one_of(st.lists(flow_st, min_size=1, max_size=3),
+                               st.lists(flow_st, min_size=4, max_size=10)),
                      st.lists(ev_st, min_size=1, max_size=max_events))
 
 
@@ -913,6 +970,22 @@ def materialize(spec):
             kw["pad_to"] = 60
         elif act == "trailer":
             kw["trailer"] = b"\0" * (1 + r % 4)
+        elif act == "ip_opts" and fam == 4:
+            kw["ip_options"] = bytes((68, 8, 5, 0)) + b"\0" * 4
+        elif act == "frag":
+            if fam == 4:
+                kw["mf"] = True
+            else:
+                from pktbuild import frag6
+                kw["exthdrs"] = list(f.exthdrs) + [frag6(m=True)]
+        elif act == "ip_bad_csum" and fam == 4:
+            kw["ip_csum"] = "bad"
+        elif act == "evil" and fam == 4:
+            kw["evil"] = True
+        elif act == "mac_other":
+            kw["mac_dst"] = bytes.fromhex("021122334455")
+        elif act == "urg_ptr_only":
+            kw["urg_ptr"] = 1 + r % 100
         o = d["opts"]
         if o == "ts":
             kw["options"] = nop() + nop() + ts_option(s["ts"], 77)
@@ -944,7 +1017,7 @@ def materialize(spec):
     return frames
 
 
-def generated_cases(n, seed=None, max_events=16):
+def generated_cases(n, seed=None, max_events=24):
     """``n`` distinct generated cases [(name, frames)] (hypothesis'
     generate phase only: no database, no shrinking)."""
     from hypothesis import HealthCheck, Phase, given, settings
@@ -972,7 +1045,7 @@ def generated_cases(n, seed=None, max_events=16):
         if len(out) >= n:
             break
         if seed is not None:
-            collect = hseed(seed + 1 + len(out))(collect.hypothesis.inner_test if False else collect)
+            collect = hseed(seed + 1 + len(out))(collect)
     return out[:n]
 
 
@@ -982,7 +1055,7 @@ def _main(argv):
     import argparse
     casemod = sys.modules[__name__]
     ap = argparse.ArgumentParser(prog="kernel_oracle")
-    ap.add_argument("what", choices=["smoke", "explore", "questions", "record-regress"])
+    ap.add_argument("what", choices=["smoke", "explore", "questions", "extra", "record-regress"])
     ap.add_argument("-n", type=int, default=500)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--save-mismatches", action="store_true",
@@ -998,14 +1071,16 @@ def _main(argv):
             named = casemod.smoke_cases()
         elif a.what == "questions":
             named = casemod.question_cases()
+        elif a.what == "extra":
+            named = casemod.extra_cases()
         elif a.what == "record-regress":
-            named = casemod.selftest_cases() + casemod.question_cases()
+            named = casemod.selftest_cases() + casemod.question_cases() + casemod.extra_cases()
         else:
             named = casemod.generated_cases(a.n, seed=a.seed)
         names = [n for n, _ in named]
         res = check_cases(orc, [c for _, c in named], names)
         print(report(res))
-        if a.what in ("smoke", "questions"):
+        if a.what in ("smoke", "questions", "extra"):
             for r in res:
                 print(f"-- {r.name}: {r.status}")
                 for fr in r.kernel:
@@ -1021,7 +1096,9 @@ def _main(argv):
         n_bad = sum(r.status == "mismatch" for r in res)
         n_uns = sum(r.status == "unstable" for r in res)
         runs = sum(r.runs for r in res)
+        n_t = sum(r.timing for r in res)
         print(f"{len(res)} cases, {runs} kernel runs, {n_bad} mismatches, {n_uns} unstable, "
+              f"{n_t} accepted after a timing retry, "
               f"{orc.stray} stray frames, {time.monotonic() - t0:.1f} s")
     return 1 if n_bad else 0
 
