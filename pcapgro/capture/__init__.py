@@ -30,7 +30,7 @@ from ._stream import read_head
 from .pcap import PcapReader, PcapWriter, PCAP_MAGICS
 from .pcapng import PcapngReader, PcapngWriter, PCAPNG_MAGIC
 
-__all__ = ["open_reader", "open_writer", "PcapReader", "PcapWriter",
+__all__ = ["open_reader", "open_reader_file", "open_writer", "PcapReader", "PcapWriter",
            "PcapngReader", "PcapngWriter", "FORMATS", "format_for_path"]
 
 FORMATS = ("pcap", "pcapng")
@@ -55,6 +55,19 @@ def open_reader(path):
             f = open(path, "rb", buffering=0)
         except OSError as e:
             raise UnusableInput(f"cannot open {name}: {e.strerror or e}") from None
+    return open_reader_file(f, name, close_on_error=f is not sys.stdin.buffer)
+
+
+def open_reader_file(f, name, close_on_error=True):
+    """Open a capture already open as binary file object ``f`` (a file, a
+    pipe from a capture program...).  Never seeks.
+
+    Args:
+        f:    binary file object; reads may return partial data (pipes).
+        name: how messages name the input.
+        close_on_error: close ``f`` when it is not a capture.
+    Returns / Raises: as :func:`open_reader`.
+    """
     try:
         try:
             head = read_head(f, 4)
@@ -68,7 +81,7 @@ def open_reader(path):
             return PcapReader(f, head, name)
         raise UnusableInput(f"{name}: not a pcap or pcapng file (starts with 0x{head.hex()})")
     except BaseException:
-        if f is not sys.stdin.buffer:
+        if close_on_error:
             f.close()
         raise
 
