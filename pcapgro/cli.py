@@ -205,7 +205,8 @@ def _gro_build(opts, quiet):
             csum=opts["csum"], hz=opts["hz"], napi_budget=opts["napi_budget"],
             poll_gap_ns=opts["poll_gap"], gro_flush_timeout=opts["gro_flush_timeout"],
             hash=opts["hash"], udp=opts["udp"], fraglist=opts["fraglist"],
-            local_ports=frozenset(opts["local_port"]), annotate=fmt == "pcapng")
+            local_ports=frozenset(opts["local_port"]), vlan_gro=not opts["no_vlan_gro"],
+            annotate=fmt == "pcapng")
         engine = GROEngine(cfg)
         return engine.process, lambda: {"gro": engine.stats.to_dict()}, engine.stats.table
     return build
@@ -248,6 +249,9 @@ Examples:
               help="rx-gro-list on: forwarded TCP and UDP flows use fraglist GRO.")
 @click.option("--local-port", type=click.IntRange(0, 65535), multiple=True, metavar="PORT",
               help="Flows to PORT have a local socket (repeatable).")
+@click.option("--no-vlan-gro", is_flag=True,
+              help="No VLAN GRO handler (a kernel built without CONFIG_VLAN_8021Q): "
+                   "802.1Q/802.1ad-tagged frames pass unmerged.")
 @common_options
 def merge(in_path, out_path, quiet, out_format, stats_path, **opts):
     """Merge packets of IN the way Linux GRO does and write OUT.

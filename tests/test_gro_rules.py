@@ -1406,3 +1406,13 @@ def test_conservation_random_mix(mix):
                     assert p.tcp_csum_ok
                 else:
                     assert p.csum == p.pseudo_seed
+
+
+def test_no_vlan_gro_passes_tagged_frames():
+    """vlan_gro=False (merge --no-vlan-gro): a kernel built without
+    CONFIG_VLAN_8021Q has no VLAN GRO handler, so tagged frames pass
+    unmerged (confirmed on the 6.18 kernel the shared captures came from)."""
+    f = Flow(4, vlans=[(0x8100, 100)])
+    P, out, eng = run([f.pkt(i * PL, PL) for i in range(4)], vlan_gro=False)
+    assert sizes(P) == [PL] * 4
+    check_reasons(eng, {}, {Pass.NO_HANDLER: 4})

@@ -24,15 +24,11 @@ import kernel_oracle as ko
 REASON = ko.requirements_missing()
 needs_kernel = pytest.mark.skipif(REASON is not None, reason=f"kernel oracle: {REASON}")
 
-VLAN_WHY = ("pcapgro merges 802.1Q/802.1AD-tagged frames; this kernel has no "
-            "CONFIG_VLAN_8021Q (no VLAN GRO handler) and merges none")
 KNOWN = {
-    # case name prefix -> why pcapgro differs from this kernel (reported to
-    # the engine's owner, engine not changed here).  xfail(strict): a fix
-    # makes these tests XPASS and fail, so the entry must then be removed.
-    "q3-vlan-8100": VLAN_WHY,
-    "q3-vlan-88a8": VLAN_WHY,
-    "q3-qinq": VLAN_WHY,
+    # case name prefix -> why pcapgro differs from this kernel.  xfail(strict):
+    # a fix makes these tests XPASS and fail, so the entry must then be
+    # removed.  (VLAN: this kernel has no CONFIG_VLAN_8021Q; the harness runs
+    # pcapgro with vlan_gro=False, as `merge --no-vlan-gro`.)
 }
 
 
@@ -108,7 +104,6 @@ def test_questions(oracle):
 
 @pytest.mark.root
 @needs_kernel
-@pytest.mark.xfail(strict=True, reason=VLAN_WHY)
 def test_vlan_tagged_frames_like_kernel(oracle):
     named = [c for c in ko.question_cases() if c[0].startswith(("q3-vlan-8100", "q3-vlan-88a8", "q3-qinq"))]
     res, bad, _ = _check(oracle, named)

@@ -48,6 +48,11 @@ class GROConfig:
         local_ports:       destination ports that have a local socket (TCP:
                            standard GRO even with fraglist; UDP: a socket,
                            with UDP_GRO when udp='gro').
+        vlan_gro:          merge frames behind in-band 802.1Q/802.1ad tags, as a
+                           kernel with the 8021q module does (its VLAN GRO
+                           handler); False = a kernel built without
+                           CONFIG_VLAN_8021Q (like the one the shared captures
+                           were made on): tagged frames pass unmerged.
         fast_path:         use the inlined Ethernet/IPv4/TCP path (same
                            results as the general path; False for tests).
         annotate:          attach pcapng comment + EPB flag bit 11 to
@@ -65,5 +70,6 @@ class GROConfig:
     udp: str = "off"
     fraglist: bool = False
     local_ports: frozenset = frozenset()
+    vlan_gro: bool = True
     fast_path: bool = True
     annotate: bool = True

@@ -224,6 +224,8 @@ class GROEngine:
         l3off, et, vlan = network_layer(pkt.linktype, pkt.data)
         if l3off is None:
             return Pass.NOT_IP
+        if vlan and not self.cfg.vlan_gro:
+            return Pass.NO_HANDLER      # kernel without CONFIG_VLAN_8021Q
         if et == ETH_P_IP:
             return ipv4.receive(pkt, l3off, vlan)
         return ipv6.receive(pkt, l3off, vlan)
