@@ -12,6 +12,19 @@ with the GSO rules of the egress path, in one streaming pass::
         writer.write(ev)
     fwd.stats.to_dict()                     # {"gro": ..., "forward": ...}
 
+Example: what a router with rx-gro-list would emit for a sender's capture
+(``udp4-fraglist-wire.pcap``: 472 datagrams, incrementing IDs) -- the same
+472 datagrams, 40 aggregates, each aggregate's packets at its completion
+time; only the 40 heads leave with TTL 63, the 432 chained ones keep 64::
+
+    from pcapgro.capture import open_reader, open_writer
+    r = open_reader("udp4-fraglist-wire.pcap")
+    w = open_writer("out.pcap", "pcap")
+    fwd = Forwarder(GROConfig(fraglist=True))
+    for ev in fwd.process(r):
+        w.write(ev)
+    print("\n".join(fwd.stats.table()))
+
 What goes out, per packet GRO hands up (Linux 6.18; rules checked on the
 running kernel, see ``docs/kernel-findings.md``):
 
@@ -28,12 +41,13 @@ running kernel, see ``docs/kernel-findings.md``):
 * Anything else (singles, passed packets): forwarded as received.
 * Router (default): TTL / hop limit decremented (IPv4 header checksum
   updated as ip_decrease_ttl does), a packet arriving with TTL/hop limit
-  <= 1 is dropped (ICMP time exceeded counted), non-IP frames are not
-  forwarded.  ``router=False`` (bridge): nothing of that.
+  <= 1 is dropped (ICMP time exceeded counted; not checked on a kernel),
+  non-IP frames are not forwarded.  ``router=False`` (bridge): nothing of that.
 * ``egress_mtu`` (L3 bytes; None = everything fits): a packet whose
   segments do not all fit is, when IPv6 or IPv4 with DF, dropped as a whole
   and one ICMP "fragmentation needed" / ICMPv6 "packet too big" counted
-  (statistics only: nothing is written in the reverse direction); IPv4
+  (statistics only: nothing is written in the reverse direction; one per
+  dropped aggregate, as the kernel sends with rate limits off); IPv4
   without DF is segmented and each too-big segment IP-fragmented
   (ip_do_fragment: (mtu - header) & ~7 bytes per fragment, same ID, MF on
   all but the last).  Bridge: frames that do not fit are dropped, nothing
@@ -57,11 +71,11 @@ from .record import Packet, PacketMeta
 
 __all__ = ["Forwarder", "ForwardStats", "FRAGLIST_IDS", "FRAGLIST_TTL", "UDP_IDS"]
 
-# Rules the reference marks "(derived)", as the running kernel does them
-# (Linux 6.18, confirmed with tests/forwarder_oracle.py; see
-# docs/kernel-findings.md).
-FRAGLIST_IDS = "increment"   # IPv4 ID of chained packet i := head ID + i
-FRAGLIST_TTL = "head"        # only the head's TTL is decremented ('all': every packet)
+# Rules the reference marks "(derived)" (and one it does not cover), as
+# Linux 6.18.44 does them: confirmed byte for byte with
+# tests/forwarder_oracle.py, see docs/kernel-findings.md.
+FRAGLIST_IDS = "increment"   # IPv4 ID of chained packet i := head ID + i ('keep')
+FRAGLIST_TTL = "head"        # only the head's TTL/hop limit is decremented ('all')
 UDP_IDS = "increment"        # UDP GSO: ID base + k even for fixed-ID senders
 
 
@@ -437,16 +451,13 @@ class Forwarder:
         macs = self.macs
         for f in frames:
             o, b, ol, m = f[:4]
-            fragged = len(f) > 4
-            if macs is not None and o is not None and o.linktype == 1 and len(b) >= 12:
-                b[:12] = macs
-            elif macs is not None and fragged and len(b) >= 12:
-                b[:12] = macs
-            d = bytes(b)
             if o is not None:
                 lt, iface = o.linktype, o.iface
             else:
                 lt, iface = (out[-1].linktype, out[-1].iface) if out else (1, 0)
+            if macs is not None and lt == 1 and len(b) >= 12:
+                b[:12] = macs
+            d = bytes(b)
             q = Packet(t, d, ol, iface, lt, m)
             out.append(q)
             st.packets_out += 1
