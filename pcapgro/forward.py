@@ -64,6 +64,7 @@ from dataclasses import replace
 
 from . import restore as _restore
 from .checksum import fold, ones_sum
+from .errors import UnusableInput
 from .gro import GROConfig, GROEngine
 from .gso import GSOConfig, GSOSplitter
 from .linklayer import ETH_P_IP, network_layer
@@ -254,7 +255,8 @@ class Forwarder:
                     (all of merge's options); ``annotate`` is forced on
                     internally (the output carries no pcapgro comments).
         egress_mtu: L3 MTU of the egress device in bytes, or None (every
-                    segment fits).
+                    segment fits); 68..65535 (IPv6 needs >= 1280 on a
+                    real device).
         router:     True = IP router (TTL/hop limit decremented, TTL-expired
                     dropped, non-IP not forwarded); False = bridge.
         egress_macs: None (L2 headers kept) or (src, dst) 6-byte MACs
@@ -262,10 +264,15 @@ class Forwarder:
                     egress MAC and the next hop's).
         fraglist_ids / fraglist_ttl / udp_ids: the derived rules (defaults:
                     what Linux 6.18 does, module constants).
+
+    Raises (on construction):
+        UnusableInput: egress_mtu outside 68..65535.
     """
 
     def __init__(self, gro_config=None, egress_mtu=None, router=True, egress_macs=None,
                  fraglist_ids=FRAGLIST_IDS, fraglist_ttl=FRAGLIST_TTL, udp_ids=UDP_IDS):
+        if egress_mtu is not None and not 68 <= egress_mtu <= 65535:
+            raise UnusableInput(f"--egress-mtu {egress_mtu}: must be 68..65535")
         cfg = gro_config or GROConfig()
         self.gro = GROEngine(replace(cfg, annotate=True))
         self.egress_mtu = egress_mtu

@@ -235,6 +235,12 @@ def test_ttl_expired_dropped():
     assert st.ttl_expired == 1 == st.icmp_time_exceeded
 
 
+def test_bad_egress_mtu():
+    from pcapgro.errors import UnusableInput
+    with pytest.raises(UnusableInput):
+        Forwarder(GROConfig(), egress_mtu=60)
+
+
 def test_streaming_and_events_pass():
     frames, plan = fo.udp_frames(n_bursts=300, burst=4)  # > GRO batch (256)
     pk = fo.timed(frames, plan)
