@@ -34,6 +34,17 @@ def counts(reader, writer):
             "packets_out": writer.packets, "bytes_out": writer.packet_bytes}
 
 
+def _batch_transform(transform):
+    """The list-in, list-out form of ``transform``, or None: a bound
+    ``process`` method whose object also has ``transform_batches`` (as
+    :class:`pcapgro.gro.GROEngine` has), or a callable with a
+    ``transform_batches`` attribute."""
+    tb = getattr(transform, "transform_batches", None)
+    if tb is None and getattr(transform, "__name__", None) == "process":
+        tb = getattr(getattr(transform, "__self__", None), "transform_batches", None)
+    return tb
+
+
 def run(reader, writer, transform=None, progress=None):
     """Copy every event of ``reader`` through ``transform`` to ``writer``.
 
@@ -43,7 +54,9 @@ def run(reader, writer, transform=None, progress=None):
         writer:    a capture writer (``write``, ``write_batch``,
                    ``packets``, ``packet_bytes``).  Not closed here.
         transform: None (pass-through) or callable(iterator of events) ->
-                   iterator of events.
+                   iterator of events.  When it is the ``process`` method
+                   of an object with ``transform_batches`` (GROEngine), that
+                   is used instead: reader batches in, lists out.
         progress:  None or callable(bytes_read: int), called now and then
                    with the total input bytes read so far.
     Returns:
@@ -71,6 +84,14 @@ def run(reader, writer, transform=None, progress=None):
         else:
             for batch in reader.batches():
                 wb(batch)
+                progress(reader.bytes_read)
+    elif _batch_transform(transform) is not None:
+        # the transform takes and gives lists (GROEngine.transform_batches)
+        wb = writer.write_batch
+        for out in _batch_transform(transform)(reader.batches()):
+            if out:
+                wb(out)
+            if progress is not None:
                 progress(reader.bytes_read)
     else:
         wb = writer.write_batch

@@ -48,17 +48,18 @@ def _u32(H, c):
             | (H[:, c + 2].astype(np.int64) << 8) | H[:, c + 3])
 
 
-def classify(batch, verify):
+def classify(batch, verify, sums=False):
     """Decide the fast-path cases of a batch of Packets.
 
     Args:
         batch:  list of Packet (no other events).
         verify: verify TCP checksums (the IPv4 header checksum is always
                 verified).
+        sums:   also compute the payload sums (``psum``).
 
     Returns:
-        ``(prev, plen, pay, seqn, did, ok, n_verified)``, lists aligned with
-        ``batch``:
+        ``(prev, plen, pay, seqn, did, ok, n_verified, psum)``, lists
+        aligned with ``batch``:
 
         * ``prev[i]``: index in the batch of the flow's previous packet when
           packet i may continue that packet's aggregate (see module doc),
@@ -71,11 +72,14 @@ def classify(batch, verify):
           header checksum is good) and that fills its frame exactly; the
           general path then need not verify it again.
         * ``n_verified``: how many TCP checksums were verified good.
+        * ``psum[i]``: for an ``ok`` packet (and ``sums``), the
+          one's-complement sum mod 0xFFFF of its payload bytes (an odd
+          last byte padded with zero), else None.
     """
     n = len(batch)
     datas = [p.data for p in batch]
     lens = np.fromiter(map(len, datas), dtype=np.int64, count=n)
-    if verify:
+    if verify or sums:
         # frames end to end, odd ones padded to even length, so that every
         # IPv4 header (at frame offset 14) starts on a 16-bit word
         plen2 = lens + (lens & 1)
@@ -106,19 +110,29 @@ def classify(batch, verify):
     hw = H[:, 14:34].astype(np.int64)
     fast &= ((hw[:, 0::2] << 8) + hw[:, 1::2]).sum(axis=1) % 0xFFFF == 0
     n_verified = 0
-    if verify:
-        # TCP checksum: addresses + segment, 16-bit words [s+6, e)
+    psum = None
+    if verify or sums:
+        # TCP checksum: addresses + TCP header, 16-bit words [s+6, ps), and
+        # payload, [ps, e)
         words = np.frombuffer(buf, dtype=">u2")
         s = (off + 14) >> 1
         e = (off + plen2) >> 1
-        ix = np.empty(2 * n, dtype=np.intp)
-        ix[0::2] = np.minimum(s + 6, e)
-        ix[1::2] = e
+        a = np.minimum(s + 6, e)
+        ps = np.clip((off + pay) >> 1, a, e)
+        ix = np.empty(3 * n, dtype=np.intp)
+        ix[0::3] = a
+        ix[1::3] = ps
+        ix[2::3] = e
         acc = np.uint32 if int(lens.max()) < 65536 else np.uint64
-        r = np.add.reduceat(words, ix, dtype=acc)[0::2].astype(np.int64)
-        tcp_ok = (r + 6 + tot - 20) % 0xFFFF == 0
-        n_verified = int(np.count_nonzero(fast & tcp_ok))
-        fast &= tcp_ok
+        red = np.add.reduceat(words, ix, dtype=acc)
+        r2 = np.where(ps < e, red[1::3], 0).astype(np.int64)
+        if verify:
+            r = np.where(a < ps, red[0::3], 0).astype(np.int64) + r2
+            tcp_ok = (r + 6 + tot - 20) % 0xFFFF == 0
+            n_verified = int(np.count_nonzero(fast & tcp_ok))
+            fast &= tcp_ok
+        if sums:
+            psum = np.where(fast, r2 % 0xFFFF, -1).tolist()
 
     # previous packet of the same flow (MAC header + addresses + ports)
     key = np.ascontiguousarray(np.concatenate((H[:, 0:14], H[:, 26:38]), axis=1))
@@ -145,5 +159,9 @@ def classify(batch, verify):
             & ((frag & 0x4000) == (frag[p] & 0x4000))
             & (L > 0) & (L == L[p]) & (seq == seqn[p]) & (did <= 1))
     prev = np.where(cont, prev, -1)
+    if psum is None:
+        psum = [None] * n
+    elif not fast.all():
+        psum = [None if x < 0 else x for x in psum]
     return (prev.tolist(), L.tolist(), pay.tolist(), seqn.tolist(), did.tolist(),
-            fast.tolist(), n_verified)
+            fast.tolist(), n_verified, psum)
