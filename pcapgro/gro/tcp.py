@@ -10,6 +10,7 @@ import struct
 
 from ..checksum import fold, ones_sum
 from .flush import Flush, Pass
+from .network import network_flush
 from .seg import Seg
 
 __all__ = ["parse_tcp", "merge_flush", "final_flush", "FIN", "SYN", "RST",
@@ -96,19 +97,9 @@ def merge_flush(agg, seg):
         if seg.ackopt[:4] != head.ackopt[:4]:
             return Flush.ACK_CHANGED
         return Flush.OPTIONS_CHANGED
-    # network layer (gro_receive_network_flush)
-    if seg.tosttl != head.tosttl:
-        if (seg.tosttl ^ head.tosttl) & 0xFF:
-            return Flush.TTL_CHANGED
-        return Flush.TOS_CHANGED
-    if seg.ipid is not None:
-        if seg.df != head.df:
-            return Flush.DF_CHANGED
-        d = (seg.ipid - head.ipid) & 0xFFFF
-        if agg.count == 1 and d == 0:
-            agg.fixedid = True
-        if d != (0 if agg.fixedid else agg.count):
-            return Flush.IP_ID
+    r = network_flush(agg, seg)
+    if r is not None:
+        return r
     L = seg.L
     if L - 1 >= agg.mss or L == 0:   # unsigned (len - 1) >= mss
         return Flush.PURE_ACK if L == 0 else Flush.MSS_EXCEEDED

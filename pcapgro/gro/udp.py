@@ -10,8 +10,9 @@ decided per packet from the emulated device features and sockets, see
 import struct
 
 from .flush import Flush, Pass
+from .network import network_flush  # noqa: F401  (re-exported: same checks as TCP)
 
-__all__ = ["parse_udp", "UDP_GRO_CNT_MAX"]
+__all__ = ["parse_udp", "segment_checks", "UDP_GRO_CNT_MAX"]
 
 UDP_GRO_CNT_MAX = 64          # datagrams per aggregate
 _udp = struct.Struct("!HHHH")
@@ -62,25 +63,4 @@ def segment_checks(seg, present):
         return Pass.UDP_ZERO_CSUM
     if seg.ulen <= 8 or seg.ulen != present:
         return Pass.UDP_LENGTH
-    return None
-
-
-def network_flush(agg, seg):
-    """gro_receive_network_flush for UDP (applied since April 2024): the
-    same TTL/TOS/DF/IPv4-ID rules as TCP.  Returns None or the Flush reason.
-    Side effect as the kernel's: the fixed-ID decision at the second
-    datagram."""
-    head = agg.head
-    if seg.tosttl != head.tosttl:
-        if (seg.tosttl ^ head.tosttl) & 0xFF:
-            return Flush.TTL_CHANGED
-        return Flush.TOS_CHANGED
-    if seg.ipid is not None:
-        if seg.df != head.df:
-            return Flush.DF_CHANGED
-        d = (seg.ipid - head.ipid) & 0xFFFF
-        if agg.count == 1 and d == 0:
-            agg.fixedid = True
-        if d != (0 if agg.fixedid else agg.count):
-            return Flush.IP_ID
     return None
