@@ -41,12 +41,31 @@ PCAP_MAGICS = {
 }
 
 
+class PacketBatch(list):
+    """A list of Packets read from one input chunk, with where they are in
+    it, so that a consumer may work on the chunk's bytes in place (the GRO
+    fast path does, :func:`pcapgro.gro.fastpath.classify`).
+
+    Attributes:
+        buf:  the chunk (bytes).
+        recs: offset in ``buf`` of each packet's record header (list of int).
+        hl:   record header length (16, or 24 for modified pcap); a
+              packet's bytes start at ``rec + hl``.
+        byteorder: '<' or '>' (of the record header's length fields, at
+              ``rec + 8``: caplen, then orig_len).
+        linktype: every packet's link type (their iface is 0).
+    """
+
+    __slots__ = ("buf", "recs", "hl", "byteorder", "linktype")
+
+
 class PcapReader:
     """Reads a classic pcap file from a binary file object, without seeking.
 
     Iterating yields one :class:`Section`, one :class:`Interface`, then one
     :class:`Packet` per record (``ts`` int ns, ``iface`` 0, ``meta`` None).
-    :meth:`batches` yields the same events as lists (faster).
+    :meth:`batches` yields the same events as lists (faster); its lists
+    of Packets are :class:`PacketBatch` objects.
 
     Attributes:
         format:     'pcap'.
@@ -126,9 +145,12 @@ class PcapReader:
         buf = src.buf
         pos = self._pos
         end = len(buf)
+        bo = self.byteorder
         while True:
-            out = []
+            out = PacketBatch()
             app = out.append
+            recs = []
+            rapp = recs.append
             start = pos
             cl = -1
             if mul == 1000:
@@ -139,6 +161,7 @@ class PcapReader:
                     if e > end:
                         break
                     app(P(sec * 1000000000 + frac * 1000, buf[s:e], ol, 0, lt, None))
+                    rapp(pos)
                     pos = e
                     cl = -1
             else:
@@ -149,9 +172,15 @@ class PcapReader:
                     if e > end:
                         break
                     app(P(sec * 1000000000 + frac, buf[s:e], ol, 0, lt, None))
+                    rapp(pos)
                     pos = e
                     cl = -1
             if out:
+                out.buf = buf
+                out.recs = recs
+                out.hl = hl
+                out.byteorder = bo
+                out.linktype = lt
                 n = len(out)
                 self.packets += n
                 self.packet_bytes += pos - start - n * hl

@@ -43,7 +43,7 @@ from .fastpath import classify
 from .stats import GROStats
 from .tcp import CWR, FINAL_FLAGS, PSH, FIN, final_flush, merge_flush, seed
 from .udp import UDP_GRO_CNT_MAX, segment_checks
-from .udp import network_flush as udp_network_flush
+from .network import network_flush
 
 __all__ = ["GROEngine"]
 
@@ -256,6 +256,7 @@ class GROEngine:
         verify = self.cfg.verify_csum
         limit = self.limit
         receive = self._receive
+        flows = self.flows
         for i in range(a, b):
             p = prev[i]
             if p >= 0:
@@ -282,10 +283,18 @@ class GROEngine:
             # ---- general path
             ev = batch[i]
             self.idx = base + i
-            self._ps = psum[i]
             if ok[i]:
+                if not plen[i]:
+                    # a pure ACK of a flow with nothing held is passed
+                    # (_receive: final_flush says so for an empty segment)
+                    d = ev.data
+                    if (ev.iface, d[:14], d[26:34], d[34:38], 6) not in flows:
+                        self._pass(ev, Pass.PURE_ACK)
+                        continue
+                self._ps = psum[i]
                 seg = ipv4.receive(ev, 14, 0)   # checksums already good
             else:
+                self._ps = None
                 seg = self._parse(ev)
                 if verify and type(seg) is Seg:
                     seg = self._verify_one(seg)
@@ -535,7 +544,7 @@ class GROEngine:
             self._pass(seg.pkt, Pass.MODE_CHANGED)
             return None
         head = agg.head
-        reason = udp_network_flush(agg, seg)
+        reason = network_flush(agg, seg)
         if reason is None and seg.ulen > head.ulen:
             reason = Flush.LONGER_DATAGRAM
         if reason is None:
