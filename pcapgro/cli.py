@@ -4,9 +4,9 @@
 Contract (every command): ``pcapgro COMMAND [OPTIONS] IN OUT`` with ``-``
 for stdin/stdout; common options ``-q/--quiet``, ``-F pcap|pcapng``,
 ``--stats FILE`` (JSON, ``-`` = stdout), ``--version``, ``--help``.
-Exit status: 0 done, 2 usage error / unusable input, 3 input damaged
-part-way (output written up to the damage), 130 interrupted (partial output
-removed).  Never a traceback: :func:`main` turns every error into one line.
+Exit status: 0 done, 1 differences found (``verify``, ``--verify``), 2
+usage error / unusable input, 3 input damaged part-way (output written up to
+the damage), 130 interrupted (partial output removed).  Never a traceback: :func:`main` turns every error into one line.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def _report(stats, quiet, stats_path):
 
 
 def run_command(in_path, out_path, quiet=False, out_format=None, stats_path=None,
-                transform=None, extra_stats=None, build=None):
+                transform=None, extra_stats=None, build=None, after=None):
     """Run one IN -> OUT job with the common options.
 
     Args:
@@ -141,7 +141,12 @@ def run_command(in_path, out_path, quiet=False, out_format=None, stats_path=None
                      extra_stats, table) built once the output format is
                      known; ``table`` is None or callable() -> list of lines
                      printed after the packet counts (unless quiet).
-    Returns: the exit status (0 or 3).
+        after:       None or callable() -> (stats dict, lines, status) run
+                     once OUT is complete and the input was not damaged
+                     (``--verify``); its statistics join the others, its
+                     lines go to stderr after the table, its status (0/1)
+                     is returned.
+    Returns: the exit status (0, 1 or 3).
     Raises: PcapgroError (exit 2), _Exit(130) on KeyboardInterrupt.
     """
     if stats_path == "-" and out_path == "-":
@@ -177,16 +182,52 @@ def run_command(in_path, out_path, quiet=False, out_format=None, stats_path=None
     stats = pipeline.counts(reader, writer)
     if extra_stats is not None:
         stats.update(extra_stats())
+    checked = None
+    if after is not None and damaged is None:
+        checked = after()
+        stats.update(checked[0])
     _report(stats, quiet, stats_path)
     if table is not None and not quiet:
         try:
             sys.stderr.write("".join(line + "\n" for line in table()))
         except OSError:
             pass
+    if checked is not None:
+        try:
+            sys.stderr.write("".join(line + "\n" for line in checked[1]))
+        except OSError:
+            pass
+        status = checked[2]
+    elif after is not None and damaged is not None:
+        _err("verify skipped: the input is damaged")
     if damaged is not None:
         _err(str(damaged))
         status = EXIT_DAMAGED
     return status
+
+
+def _verify_option(f):
+    return click.option(
+        "--verify", "do_verify", is_flag=True,
+        help="Then check OUT against IN through tshark, as 'pcapgro verify' does "
+             "(exit 1 if they differ; needs tshark, IN and OUT files).")(f)
+
+
+def _verify_after(in_path, out_path, quiet, csum="valid"):
+    """The ``after`` hook of :func:`run_command` for ``--verify`` (None when
+    not asked); refuses '-' and a missing tshark before anything is written."""
+    from . import verify as vf
+    for label, p in (("IN", in_path), ("OUT", out_path)):
+        if p == "-":
+            raise click.UsageError(f"--verify needs {label} to be a file: tshark reads IN and "
+                                   f"OUT after OUT is written ('-' cannot be read again)")
+    vf.tshark_path()
+
+    def after():
+        v = vf.verify(in_path, out_path, csum=csum)
+        lines = v.summary_lines() if not quiet else v.problem_lines()
+        return {"verify": v.to_dict()}, lines, v.status
+    return after
 
 
 def _gro_build(opts, quiet):
@@ -252,16 +293,20 @@ Examples:
 @click.option("--no-vlan-gro", is_flag=True,
               help="No VLAN GRO handler (a kernel built without CONFIG_VLAN_8021Q): "
                    "802.1Q/802.1ad-tagged frames pass unmerged.")
+@_verify_option
 @common_options
-def merge(in_path, out_path, quiet, out_format, stats_path, **opts):
+def merge(in_path, out_path, quiet, out_format, stats_path, do_verify, **opts):
     """Merge packets of IN the way Linux GRO does and write OUT.
 
     TCP segments of a flow are coalesced into aggregates as a Linux 6.18
     receiver's GRO would hand them up; everything else passes unchanged,
     in order.  With --no-gro, copy IN to OUT unchanged.
     """
+    after = (_verify_after(in_path, out_path, quiet, "valid" if opts["no_gro"] else opts["csum"])
+             if do_verify else None)
     build = _gro_build(opts, quiet)
-    sys.exit(run_command(in_path, out_path, quiet, out_format, stats_path, build=build))
+    sys.exit(run_command(in_path, out_path, quiet, out_format, stats_path, build=build,
+                         after=after))
 
 
 def _split_build(opts, quiet):
@@ -300,8 +345,9 @@ Examples:
 @click.option("--restore", is_flag=True,
               help="Give back the exact original packets of pcapgro merge's own aggregates "
                    "(pcapng written by merge); other packets pass unchanged.")
+@_verify_option
 @common_options
-def split(in_path, out_path, quiet, out_format, stats_path, **opts):
+def split(in_path, out_path, quiet, out_format, stats_path, do_verify, **opts):
     """Split oversized packets of IN into wire-sized segments the way Linux
     GSO/TSO does and write OUT.
 
@@ -312,8 +358,66 @@ def split(in_path, out_path, quiet, out_format, stats_path, **opts):
     """
     if opts["restore"] and any(opts[k] for k in ("mss", "gso_size", "fixed_id")):
         raise click.UsageError("--restore takes no segmentation options")
+    after = _verify_after(in_path, out_path, quiet) if do_verify else None
     sys.exit(run_command(in_path, out_path, quiet, out_format, stats_path,
-                         build=_split_build(opts, quiet)))
+                         build=_split_build(opts, quiet), after=after))
+
+
+_VERIFY_EPILOG = """\b
+Examples:
+  pcapgro verify samples/tcp4-bulk-wire.pcap /tmp/gro.pcapng
+  pcapgro verify --csum kernel wire.pcap kernel-gro.pcap
+  pcapgro verify --json in.pcap out.pcapng | jq .problems
+"""
+
+
+@cli.command("verify", epilog=_VERIFY_EPILOG)
+@click.argument("in_path", metavar="IN")
+@click.argument("out_path", metavar="OUT")
+@click.option("--csum", type=click.Choice(["valid", "kernel"]), default="valid", show_default=True,
+              help="Checksums OUT was written with: valid ones, or the kernel's on aggregates "
+                   "(merge --csum kernel, kernel GRO captures): bad TCP/UDP checksums on "
+                   "aggregates are then expected.")
+@click.option("--json", "as_json", is_flag=True, help="The verdict as JSON on standard output.")
+@click.option("--stats", "stats_path", metavar="FILE",
+              help="Also write the verdict as JSON to FILE ('-' = standard output).")
+@click.option("-q", "--quiet", is_flag=True, help="No summary: only the differences are listed.")
+@click.option("--max-problems", type=click.IntRange(1), default=10, show_default=True,
+              metavar="N", help="Differences listed in the summary.")
+@click.version_option(__version__, prog_name="pcapgro")
+def verify_cmd(in_path, out_path, csum, as_json, stats_path, quiet, max_problems):
+    """Check through tshark that OUT carries exactly what IN carried.
+
+    TCP streams (matched by 4-tuple): same payload bytes in the same order,
+    same SYN/FIN/RST and pure ACKs; UDP flows: same payload, datagram
+    boundaries where OUT keeps them; other packets: identical bytes, same
+    order.  OUT must not add malformed packets, expert errors or bad
+    checksums, and has consistent lengths and non-decreasing timestamps.
+    Exit status: 0 faithful, 1 differences (first ones named by OUT frame
+    number and stream), 2 unusable input or no tshark.
+    """
+    from . import verify as vf
+    for label, p in (("IN", in_path), ("OUT", out_path)):
+        if p == "-":
+            raise click.UsageError(f"verify needs {label} to be a file (tshark reads it; "
+                                   "'-' is not supported)")
+    v = vf.verify(in_path, out_path, csum=csum)
+    d = v.to_dict()
+    if as_json or stats_path == "-":
+        sys.stdout.write(json.dumps(d, indent=2) + "\n")
+    elif quiet:
+        if v.problems_total:
+            sys.stdout.write("".join(ln + "\n" for ln in v.problem_lines(max_problems)))
+    else:
+        sys.stdout.write("".join(ln + "\n" for ln in v.summary_lines(max_problems)))
+    sys.stdout.flush()
+    if stats_path and stats_path != "-":
+        try:
+            with open(stats_path, "w") as fh:
+                fh.write(json.dumps(d, indent=2) + "\n")
+        except OSError as e:
+            raise UnusableInput(f"cannot write {stats_path}: {e.strerror or e}") from None
+    sys.exit(v.status)
 
 
 def main(argv=None):

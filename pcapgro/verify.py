@@ -1,0 +1,889 @@
+"""``pcapgro verify IN OUT``: prove from the Wireshark side that OUT carries
+exactly what IN carried.
+
+Both captures are read by tshark (Wireshark's dissectors), one pass per
+file, the two passes running in parallel subprocesses.  We call ``tshark -T
+fields`` directly instead of going through pyshark: pyshark runs ``tshark
+-T pdml``/json and builds a Python object per packet (minutes per 100,000
+packets, where one ``-T fields`` pass takes 9-15 s on our slow VM), drives
+tshark from an asyncio loop that breaks inside other loops (Jupyter,
+``__del__``), and leaves zombie tshark processes behind when a capture is
+not closed.  Here each tshark is a plain ``subprocess.Popen``; one loop
+reads both pipes and parses lines as they come; every tshark is killed and
+reaped in ``finally``.
+
+What is compared (see :func:`verify`):
+
+* TCP: every stream direction, matched between IN and OUT by its 4-tuple
+  (plus VLAN ids; a new SYN with another ISN starts a new stream), not by
+  tshark's stream index.  Payload is reassembled from ``tcp.seq_raw`` +
+  ``tcp.payload`` taking first-seen bytes for overlaps and retransmissions
+  (Wireshark's view with out-of-order reassembly off); the bytes, the
+  captured coverage (holes = bytes a packet declared but did not carry),
+  the order in which new data arrived, the SYN/FIN/RST events (by sequence
+  position) and the sequence of pure ACKs must be the same.
+* UDP: every flow (4-tuple): the concatenated payload bytes; datagram
+  boundaries where OUT still has them (each OUT datagram lies inside one IN
+  datagram -- split, restore -- or starts and ends on IN boundaries --
+  merge).
+* Everything else (not TCP/UDP, ICMP, IP fragments, packets tshark cannot
+  dissect as TCP/UDP): identical bytes (Wireshark's frame MD5), same order.
+* OUT packets must not bring new problems: malformed packets, expert
+  errors (other than checksum ones), bad IP/TCP/UDP checksums -- unless an
+  IN packet whose data they carry had the same problem; with ``csum=
+  "kernel"`` bad TCP/UDP checksums on aggregates (packets whose payload is
+  not exactly one IN packet's) are expected.  Frame length >= captured
+  length; IP length vs frame (tshark's expert errors); timestamps
+  non-decreasing (when IN's are).
+"""
+
+from __future__ import annotations
+
+import binascii
+import bisect
+import os
+import selectors
+import shutil
+import subprocess
+import tempfile
+import time
+
+from .errors import UnusableInput, EXIT_OK, EXIT_DIFFER
+
+__all__ = ["verify", "Verdict", "tshark_path", "TSHARK_PREFS", "INSTALL_HINT"]
+
+INSTALL_HINT = "tshark not found on PATH: install it (apt-get install tshark)"
+
+# Preferences verify relies on, pinned so that Wireshark 4.0 (Debian 12) and
+# 4.4 (Debian 13) see the same thing whatever their defaults are.
+TSHARK_PREFS = [
+    # checksums are not checked by default
+    "ip.check_checksum:TRUE", "tcp.check_checksum:TRUE", "udp.check_checksum:TRUE",
+    "udp.ignore_ipv6_zero_checksum:FALSE",
+    # one packet = one dissection: no TCP reassembly across packets, no IP
+    # defragmentation (a fragment is compared byte for byte)
+    "tcp.desegment_tcp_streams:FALSE", "tcp.reassemble_out_of_order:FALSE",
+    "ip.defragment:FALSE", "ipv6.defragment:FALSE",
+    "tcp.analyze_sequence_numbers:TRUE",
+    # IPv4 total length 0 / IPv6 payload length 0 = TSO/GSO super-frames
+    "ip.tso_support:TRUE", "ipv6.tso_support:TRUE",
+    # port tables before heuristics (we force 'data' on all ports below)
+    "tcp.try_heuristic_first:FALSE", "udp.try_heuristic_first:FALSE",
+]
+# TCP and UDP payloads are handed to the 'data' dissector: application
+# dissectors differ between Wireshark versions (4.4 has iperf3, ...) and
+# would see aggregates differently from segments; we compare the transport.
+DECODE_AS = ["tcp.port==0-65535,data", "udp.port==0-65535,data"]
+MD5_PREF = "frame.generate_md5_hash:TRUE"
+
+SEP = "\x1e"    # field separator of tshark's output
+AGG = "\x1f"    # separator of a field's occurrences
+
+FIELDS = [
+    "frame.number", "frame.time_epoch", "frame.len", "frame.cap_len", "frame.protocols",
+    "frame.md5_hash", "frame.cb_pen", "vlan.id",
+    "ip.src", "ip.dst", "ipv6.src", "ipv6.dst",
+    "ip.flags.mf", "ip.frag_offset", "ipv6.fraghdr.ident", "ip.checksum.status",
+    "tcp.srcport", "tcp.dstport", "tcp.seq_raw", "tcp.ack_raw", "tcp.len", "tcp.flags",
+    "tcp.checksum.status", "tcp.payload",
+    "udp.srcport", "udp.dstport", "udp.length", "udp.checksum.status", "udp.payload",
+    "_ws.malformed", "_ws.expert.severity", "_ws.expert.group", "_ws.expert.message",
+]
+(F_NUM, F_TS, F_LEN, F_CAPLEN, F_PROTOS, F_MD5, F_CB, F_VLAN, F_IPSRC, F_IPDST, F_V6SRC,
+ F_V6DST, F_MF, F_FRAGOFF, F_V6FRAG, F_IPCS, F_TSPORT, F_TDPORT, F_SEQ, F_ACK, F_TLEN,
+ F_TFLAGS, F_TCS, F_TPAY, F_USPORT, F_UDPORT, F_ULEN, F_UCS, F_UPAY, F_MAL, F_SEV, F_GRP,
+ F_MSG) = range(len(FIELDS))
+_NFIELDS = len(FIELDS)
+
+_SEV_ERROR = {"8388608", "Error", "error"}           # PI_ERROR
+_GRP_CHECKSUM = {"16777216", "Checksum", "checksum"}  # PI_CHECKSUM
+_BAD = {"0", "Bad", "bad"}                            # PROTO_CHECKSUM_E_BAD
+_TRUE = {"1", "True", "true", "TRUE"}
+_FALSE = {"0", "False", "false", "FALSE"}
+
+SYN, FIN, RST = 0x02, 0x01, 0x04
+MAX_PROBLEMS = 1000          # kept in full; more are only counted
+
+# problem categories carried by a packet (checked against IN's)
+CAT_IPCS, CAT_L4CS, CAT_MAL, CAT_EXPERT = "ip-checksum", "checksum", "malformed", "expert"
+
+
+def tshark_path():
+    """Path of tshark, or raise UnusableInput with the install hint."""
+    p = shutil.which("tshark")
+    if p is None:
+        raise UnusableInput(INSTALL_HINT)
+    return p
+
+
+# --------------------------------------------------------------------------
+# reassembly store: disjoint, non-adjacent intervals with their bytes
+
+
+class _Store:
+    """First-seen byte store over an integer offset space."""
+
+    __slots__ = ("st", "en", "buf", "order")
+
+    def __init__(self):
+        self.st, self.en, self.buf = [], [], []
+        self.order = []     # [start, end, frame] of new data, arrival order, merged
+
+    def add(self, s, data, frame):
+        """Add ``data`` at offset ``s``; bytes already present win."""
+        n = len(data)
+        if not n:
+            return
+        e = s + n
+        st, en, buf = self.st, self.en, self.buf
+        if not st or s > en[-1]:
+            st.append(s), en.append(e), buf.append(bytearray(data))
+            self._new(s, e, frame)
+            return
+        if s == en[-1]:
+            buf[-1] += data
+            en[-1] = e
+            self._new(s, e, frame)
+            return
+        lo = bisect.bisect_left(en, s)
+        hi = bisect.bisect_right(st, e)
+        if lo >= hi:
+            st.insert(lo, s), en.insert(lo, e), buf.insert(lo, bytearray(data))
+            self._new(s, e, frame)
+            return
+        ns, ne = min(s, st[lo]), max(e, en[hi - 1])
+        out = bytearray()
+        pos = ns
+        for j in range(lo, hi):
+            if st[j] > pos:
+                out += data[pos - s:st[j] - s]
+                self._new(pos, st[j], frame)
+            out += buf[j]
+            pos = en[j]
+        if pos < ne:
+            out += data[pos - s:]
+            self._new(pos, ne, frame)
+        st[lo:hi], en[lo:hi], buf[lo:hi] = [ns], [ne], [out]
+
+    def _new(self, a, b, frame):
+        o = self.order
+        if o and o[-1][1] == a:
+            o[-1][1] = b
+        else:
+            o.append([a, b, frame])
+
+    def nbytes(self):
+        return sum(e - s for s, e in zip(self.st, self.en))
+
+
+def _first_diff(a, b):
+    """First offset where stores ``a`` (IN) and ``b`` (OUT) differ:
+    (offset, 'missing' | 'extra' | 'differs') or None."""
+    i = j = 0
+    na, nb = len(a.st), len(b.st)
+    while i < na or j < nb:
+        if i == na:
+            return b.st[j], "extra"
+        if j == nb:
+            return a.st[i], "missing"
+        s1, e1, s2, e2 = a.st[i], a.en[i], b.st[j], b.en[j]
+        if s1 != s2:
+            return (s1, "missing") if s1 < s2 else (s2, "extra")
+        n = min(e1, e2) - s1
+        b1, b2 = a.buf[i], b.buf[j]
+        if (b1 != b2) if e1 == e2 else (b1[:n] != b2[:n]):
+            k, step = 0, 4096
+            while k < n:
+                if b1[k:k + step] != b2[k:k + step]:
+                    while b1[k] == b2[k]:
+                        k += 1
+                    return s1 + k, "differs"
+                k += step
+        if e1 != e2:
+            return (e2, "missing") if e1 > e2 else (e1, "extra")
+        i += 1
+        j += 1
+    return None
+
+
+# --------------------------------------------------------------------------
+# per-file model
+
+
+class _Stream:
+    """One direction of a TCP connection, or a UDP flow (offsets = bytes of
+    payload so far)."""
+
+    __slots__ = ("key", "gen", "store", "segs", "events", "acks", "flagged", "last",
+                 "syn_seq", "npkts", "udp_end", "_idx")
+
+    def __init__(self, key, gen):
+        self.key, self.gen = key, gen
+        self.store = _Store()
+        self.segs = []          # (frame, start, nominal length, captured length)
+        self.events = {}        # (kind, position) -> first frame
+        self.acks = []          # (ack, frame) of pure ACKs
+        self.flagged = []       # (start, end, frame, frozenset of categories)
+        self.last = None        # last absolute sequence number (unwrapping)
+        self.syn_seq = None
+        self.npkts = 0
+        self.udp_end = 0
+        self._idx = None
+
+    def abs_seq(self, raw):
+        if self.last is None:
+            self.last = raw
+            return raw
+        d = (raw - self.last) & 0xFFFFFFFF
+        if d >= 0x80000000:
+            d -= 0x100000000
+        self.last += d
+        return self.last
+
+    def find_seg(self, pos, nominal=False, after=False):
+        """Frame of the first segment (capture order) carrying ``pos``
+        (declared range when nominal); after: the segment starting first
+        after ``pos``."""
+        if after:
+            best = None
+            for fr, s, n, c in self.segs:
+                if s > pos and (best is None or s < best[1]):
+                    best = (fr, s)
+            return best[0] if best else None
+        for fr, s, n, c in self.segs:
+            if s <= pos < s + (n if nominal else c):
+                return fr
+        return None
+
+    def flag_index(self):
+        """{category: (sorted starts, ends, set of empty positions)} of flagged segments,
+        plus the set of exact (start, end) segment ranges."""
+        if self._idx is None:
+            idx = {}
+            for s, e, fr, cats in self.flagged:
+                for c in cats:
+                    idx.setdefault(c, []).append((s, e))
+            out = {}
+            for c, rs in idx.items():
+                rs.sort()
+                merged = []
+                empties = set()
+                for s, e in rs:
+                    if e == s:
+                        empties.add(s)
+                    elif merged and s <= merged[-1][1]:
+                        merged[-1][1] = max(merged[-1][1], e)
+                    else:
+                        merged.append([s, e])
+                out[c] = ([m[0] for m in merged], [m[1] for m in merged], empties)
+            ranges = {(s, s + n) for fr, s, n, c in self.segs}
+            self._idx = (out, ranges)
+        return self._idx
+
+
+class _Side:
+    """What verify keeps of one capture."""
+
+    def __init__(self, label, path):
+        self.label, self.path = label, path
+        self.frames = 0
+        self.cb_frames = 0
+        self.tcp = {}           # (key, gen) -> _Stream
+        self.tcp_cur = {}       # key -> current _Stream
+        self.udp = {}           # key -> _Stream
+        self.other = []         # (frame, md5, len, cats)
+        self.ts_back = []       # frames whose timestamp went backwards
+        self.len_bad = []       # (frame, message)
+        self.last_ts = None
+        self.error = None       # tshark's complaint (cut short, ...)
+        self.md5 = True
+        self._keys = {}
+
+    # -- one tshark output line (the hot loop: keep it lean)
+    def line(self, line):
+        f = line.split(SEP)
+        if len(f) < _NFIELDS:
+            return
+        frame = int(f[F_NUM])
+        if f[F_CB]:
+            self.cb_frames += 1
+            return
+        self.frames += 1
+        ts = _parse_ts(f[F_TS])
+        if ts is not None:
+            if self.last_ts is not None and ts < self.last_ts:
+                self.ts_back.append(frame)
+            self.last_ts = ts
+        flen, caplen = _int(f[F_LEN]), _int(f[F_CAPLEN])
+        if flen is not None and caplen is not None and caplen > flen:
+            self.len_bad.append((frame, f"captured length {caplen} > frame length {flen}"))
+        cats = None
+        if f[F_MAL] or f[F_SEV] or "0" in f[F_IPCS] or "B" in f[F_IPCS]:
+            cats = set()
+            if f[F_MAL]:
+                cats.add(CAT_MAL)
+            if f[F_SEV]:
+                grps = f[F_GRP].split(AGG)
+                for i, sv in enumerate(f[F_SEV].split(AGG)):
+                    if sv in _SEV_ERROR and (i >= len(grps) or grps[i] not in _GRP_CHECKSUM):
+                        cats.add(CAT_EXPERT)
+            if f[F_IPCS] and not _BAD.isdisjoint(f[F_IPCS].split(AGG)):
+                cats.add(CAT_IPCS)
+        protos = f[F_PROTOS]
+        mf, fo = f[F_MF], f[F_FRAGOFF]
+        plain = ("icmp" not in protos and not f[F_V6FRAG]
+                 and (not mf or mf in _FALSE or _TRUE.isdisjoint(mf.split(AGG)))
+                 and (not fo or fo == "0" or all(x in ("", "0") for x in fo.split(AGG))))
+        if plain and f[F_SEQ] and f[F_TLEN] and f[F_TSPORT] and ":tcp" in protos:
+            self._tcp(frame, f, cats)
+        elif plain and f[F_USPORT] and f[F_ULEN] and ":udp" in protos:
+            self._udp(frame, f, cats)
+        else:
+            self.other.append((frame, f[F_MD5], flen, frozenset(cats or ())))
+
+    def key(self, f, sport, dport):
+        """(vlan ids, src, sport, dst, dport) of the innermost IP header, cached."""
+        ck = (f[F_PROTOS], f[F_VLAN], f[F_IPSRC], f[F_IPDST], f[F_V6SRC], f[F_V6DST], sport, dport)
+        k = self._keys.get(ck)
+        if k is None:
+            k = self._keys[ck] = _key(f, f[F_PROTOS].split(":"), sport, dport)
+        return k
+
+    def _tcp(self, frame, f, cats):
+        key = self.key(f, f[F_TSPORT], f[F_TDPORT])
+        v = f[F_SEQ]
+        raw = int(v if AGG not in v else _last(v))
+        v = f[F_TLEN]
+        nominal = int(v if AGG not in v else _last(v))
+        v = f[F_TFLAGS]
+        flags = int(v if AGG not in v else _last(v), 16) if v else 0
+        v = f[F_TPAY]
+        payload = _unhex(v if AGG not in v else _last(v)) if v else b""
+        if len(payload) > nominal:
+            payload = payload[:nominal]
+        v = f[F_TCS]
+        if v and (v if AGG not in v else _last(v)) in _BAD:
+            if cats is None:
+                cats = set()
+            cats.add(CAT_L4CS)
+        st = self.tcp_cur.get(key)
+        if st is None or (flags & SYN and st.npkts and st.syn_seq is not None
+                          and raw != st.syn_seq) or (flags & SYN and st.syn_seq is None
+                                                      and st.npkts):
+            gen = 0 if st is None else st.gen + 1
+            st = _Stream(key, gen)
+            self.tcp_cur[key] = st
+            self.tcp[(key, gen)] = st
+        st.npkts += 1
+        a = st.abs_seq(raw)
+        if flags & 0x07:
+            if flags & SYN:
+                if st.syn_seq is None:
+                    st.syn_seq = raw
+                st.events.setdefault(("SYN", a), frame)
+                a += 1
+            if flags & RST:
+                st.events.setdefault(("RST", a), frame)
+            if flags & FIN:
+                st.events.setdefault(("FIN", a + nominal), frame)
+        elif nominal == 0 and f[F_ACK]:
+            st.acks.append((int(_last(f[F_ACK])), frame))
+        st.segs.append((frame, a, nominal, len(payload)))
+        if payload:
+            st.store.add(a, payload, frame)
+        if cats:
+            st.flagged.append((a, a + nominal, frame, frozenset(cats)))
+
+    def _udp(self, frame, f, cats):
+        key = self.key(f, f[F_USPORT], f[F_UDPORT])
+        payload = _unhex(_last(f[F_UPAY])) if f[F_UPAY] else b""
+        ulen = _int(_last(f[F_ULEN]))
+        declared = ulen - 8 if ulen is not None and ulen >= 8 else len(payload)
+        if ulen == 0:                   # IPv6 jumbogram
+            declared = len(payload)
+        payload = payload[:declared]
+        if f[F_UCS] and _last(f[F_UCS]) in _BAD:
+            if cats is None:
+                cats = set()
+            cats.add(CAT_L4CS)
+        st = self.udp.get(key)
+        if st is None:
+            st = self.udp[key] = _Stream(key, 0)
+        st.npkts += 1
+        a = st.udp_end
+        st.udp_end += declared
+        st.segs.append((frame, a, declared, len(payload)))
+        st.store.add(a, payload, frame)
+        if cats:
+            st.flagged.append((a, a + declared, frame, frozenset(cats)))
+
+
+def _last(v):
+    i = v.rfind(AGG)
+    return v if i < 0 else v[i + 1:]
+
+
+def _int(v):
+    try:
+        return int(_last(v))
+    except ValueError:
+        return None
+
+
+def _unhex(h):
+    if ":" in h:
+        h = h.replace(":", "")
+    return binascii.unhexlify(h)
+
+
+def _parse_ts(v):
+    sec, dot, frac = v.partition(".")
+    try:
+        return int(sec) * 1_000_000_000 + int((frac + "000000000")[:9] if dot else 0)
+    except ValueError:
+        return None
+
+
+def _key(f, protos, sport, dport):
+    """(vlan ids, src, sport, dst, dport) of the innermost IP header."""
+    v4 = max((i for i, p in enumerate(protos) if p == "ip"), default=-1)
+    v6 = max((i for i, p in enumerate(protos) if p == "ipv6"), default=-1)
+    if v6 > v4:
+        src, dst = _last(f[F_V6SRC]), _last(f[F_V6DST])
+    else:
+        src, dst = _last(f[F_IPSRC]), _last(f[F_IPDST])
+    return (f[F_VLAN], src, _last(sport), dst, _last(dport))
+
+
+def _key_str(key, proto):
+    vlan, src, sp, dst, dp = key
+    fmt = (lambda a, p: f"[{a}]:{p}" if ":" in a else f"{a}:{p}")
+    v = f" vlan {vlan.replace(AGG, '.')}" if vlan else ""
+    return f"{proto} {fmt(src, sp)} -> {fmt(dst, dp)}{v}"
+
+
+# --------------------------------------------------------------------------
+# running tshark
+
+
+def _tshark_cmd(tshark, path, md5=True):
+    cmd = [tshark, "-n", "-r", os.fspath(path), "-T", "fields",
+           "-E", f"separator={SEP}", "-E", "occurrence=a", "-E", f"aggregator={AGG}",
+           "-E", "header=n", "-E", "quote=n"]
+    for p in TSHARK_PREFS + ([MD5_PREF] if md5 else []):
+        cmd += ["-o", p]
+    for d in DECODE_AS:
+        cmd += ["-d", d]
+    for fld in FIELDS:
+        cmd += ["-e", fld]
+    return cmd
+
+
+def _tshark_env(confdir):
+    env = dict(os.environ)
+    # an empty personal configuration: the user's preferences, Decode As
+    # entries, disabled protocols and heuristics must not change what we see
+    env["WIRESHARK_CONFIG_DIR"] = confdir
+    env["XDG_CONFIG_HOME"] = confdir
+    env.setdefault("LC_ALL", "C")
+    return env
+
+
+def _pump(procs, sides):
+    """Read the tshark pipes in this one thread (selectors, 1 MiB reads) and
+    parse each complete line as it comes.  No reader threads: a thread
+    parsing CPU-bound while another waits on a pipe hits the GIL convoy
+    effect (each small read waits a switch interval), which made two
+    threads ~30 times slower than this loop."""
+    sel = selectors.DefaultSelector()
+    pending = {}
+    for p, s in zip(procs, sides):
+        fd = p.stdout.fileno()
+        sel.register(fd, selectors.EVENT_READ, s)
+        pending[fd] = b""
+    while sel.get_map():
+        for key, _ in sel.select():
+            fd, side = key.fd, key.data
+            data = os.read(fd, 1 << 20)
+            if not data:
+                sel.unregister(fd)
+                if pending[fd]:
+                    side.line(pending[fd].decode("utf-8", "replace"))
+                continue
+            data = pending[fd] + data
+            cut = data.rfind(b"\n") + 1
+            pending[fd] = data[cut:]
+            if cut:
+                line = side.line
+                for ln in data[:cut - 1].decode("utf-8", "replace").split("\n"):
+                    line(ln)
+    sel.close()
+
+
+def _stderr_lines(f):
+    f.seek(0)
+    return [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines()
+            if ln.strip() and "Running as user" not in ln and "dangerous" not in ln]
+
+
+def _read_both(tshark, sides):
+    """Run tshark over both sides in parallel; fills them in."""
+    confdir = tempfile.mkdtemp(prefix="pcapgro-verify-")
+    env = _tshark_env(confdir)
+    try:
+        md5 = True
+        for attempt in (0, 1):
+            procs, errs = [], []
+            try:
+                for s in sides:
+                    errs.append(tempfile.TemporaryFile(dir=confdir))
+                    procs.append(subprocess.Popen(
+                        _tshark_cmd(tshark, s.path, md5), stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE, stderr=errs[-1], env=env))
+                _pump(procs, sides)
+                results = [(p.wait(), _stderr_lines(e)) for p, e in zip(procs, errs)]
+            finally:
+                for p in procs:         # never leave a tshark behind
+                    if p.poll() is None:
+                        p.kill()
+                    try:
+                        p.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        pass
+                    p.stdout.close()
+                for e in errs:
+                    e.close()
+            pref_refused = any(rc != 0 and any("generate_md5_hash" in m for m in msg)
+                               for rc, msg in results)
+            if pref_refused and md5:
+                # a tshark without the frame MD5 preference: other packets are
+                # then compared by length only (said in the summary)
+                md5 = False
+                for s in sides:
+                    s.__init__(s.label, s.path)
+                    s.md5 = False
+                continue
+            break
+        for s, (rc, msg) in zip(sides, results):
+            if rc != 0:
+                text = "; ".join(m.removeprefix("tshark: ") for m in msg) or f"tshark exit status {rc}"
+                if s.label == "OUT" and s.frames and ("cut short" in text or "damaged" in text
+                                                      or "corrupt" in text):
+                    s.error = text
+                    continue
+                raise UnusableInput(f"{s.label} {s.path}: {text}")
+    finally:
+        shutil.rmtree(confdir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------
+# comparison
+
+
+class Verdict:
+    """Result of :func:`verify`: ``status`` (0 faithful, 1 differences),
+    ``problems`` (dicts: kind, out_frame, in_frame, stream, message; the
+    first :data:`MAX_PROBLEMS`), ``problems_total``, ``stats``."""
+
+    def __init__(self, in_path, out_path, csum):
+        self.in_path, self.out_path, self.csum = in_path, out_path, csum
+        self.problems = []
+        self.problems_total = 0
+        self.by_kind = {}
+        self.stats = {}
+        self.notes = []
+        self.seconds = 0.0
+
+    def add(self, kind, message, out_frame=None, in_frame=None, stream=None):
+        self.problems_total += 1
+        self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append({"kind": kind, "out_frame": out_frame, "in_frame": in_frame,
+                                  "stream": stream, "message": message})
+
+    @property
+    def status(self):
+        return EXIT_DIFFER if self.problems_total else EXIT_OK
+
+    def sorted_problems(self):
+        return sorted(self.problems, key=lambda p: (p["out_frame"] is None,
+                                                    p["out_frame"] or 0, p["in_frame"] or 0))
+
+    def to_dict(self):
+        return {"result": "differ" if self.problems_total else "faithful",
+                "in": os.fspath(self.in_path), "out": os.fspath(self.out_path),
+                "csum": self.csum, **self.stats, "seconds": round(self.seconds, 3),
+                "notes": self.notes, "problems_total": self.problems_total,
+                "problems_by_kind": self.by_kind, "problems": self.sorted_problems()}
+
+    def problem_lines(self, limit=10):
+        lines = []
+        for p in self.sorted_problems()[:limit]:
+            where = f"OUT frame {p['out_frame']}" if p["out_frame"] else "OUT"
+            if p["in_frame"]:
+                where += f" (IN frame {p['in_frame']})"
+            st = f", {p['stream']}" if p["stream"] else ""
+            lines.append(f"  {where}{st}: {p['message']}")
+        if self.problems_total > limit:
+            lines.append(f"  ... {self.problems_total - limit} more "
+                         f"({', '.join(f'{k} {n}' for k, n in sorted(self.by_kind.items()))})")
+        return lines
+
+    def summary_lines(self, limit=10):
+        s = self.stats
+        t, u, o = s["tcp"], s["udp"], s["other"]
+        lines = [
+            f"verify  IN  {self.in_path}: {s['frames_in']:,} frames",
+            f"        OUT {self.out_path}: {s['frames_out']:,} frames",
+            f"  TCP    {t['streams']:,} streams ({t['connections']:,} connections): "
+            f"{t['bytes']:,} payload bytes compared, {t['events']:,} SYN/FIN/RST, "
+            f"{t['pure_acks']:,} pure ACKs; {t['packets_in']:,} -> {t['packets_out']:,} packets",
+            f"  UDP    {u['flows']:,} flows: {u['bytes']:,} payload bytes compared; "
+            f"{u['datagrams_in']:,} -> {u['datagrams_out']:,} datagrams",
+            f"  other  {o['packets']:,} packets compared "
+            + ("byte for byte (frame MD5)" if o["md5"] else "by length (no frame MD5 in this tshark)"),
+            "  checks payload, order, SYN/FIN/RST, ACKs, datagram boundaries, "
+            f"checksums (csum {self.csum}), malformed, expert errors, lengths, timestamps",
+        ]
+        lines += [f"  note: {n}" for n in self.notes]
+        if self.problems_total:
+            lines.append(f"DIFFERENT: {self.problems_total:,} problem"
+                         f"{'s' if self.problems_total != 1 else ''} ({self.seconds:.1f} s)")
+            lines += self.problem_lines(limit)
+        else:
+            lines.append(f"faithful: OUT carries exactly what IN carried ({self.seconds:.1f} s)")
+        return lines
+
+
+def verify(in_path, out_path, csum="valid"):
+    """Compare captures IN and OUT through tshark.
+
+    Args:
+        in_path, out_path: capture files (pcap / pcapng; not '-').
+        csum: 'valid' (every OUT checksum must be good unless IN's data had a
+              bad one) or 'kernel' (OUT aggregates carry the kernel's
+              checksum: pseudo-header seed / first packet's).
+    Returns: a :class:`Verdict`.
+    Raises: UnusableInput (no tshark, unreadable IN or OUT).
+    """
+    t0 = time.perf_counter()
+    tshark = tshark_path()
+    for label, p in (("IN", in_path), ("OUT", out_path)):
+        if p == "-":
+            raise UnusableInput(f"verify needs {label} to be a file, not standard input/output")
+        if not os.path.isfile(p):
+            raise UnusableInput(f"cannot open {label} {p}: no such file")
+    a, b = _Side("IN", in_path), _Side("OUT", out_path)
+    _read_both(tshark, [a, b])
+    v = Verdict(in_path, out_path, csum)
+    if b.error:
+        v.add("damaged", f"OUT is damaged after frame {b.frames + b.cb_frames}: {b.error}")
+    _compare_tcp(a, b, v, csum)
+    _compare_udp(a, b, v, csum)
+    _compare_other(a, b, v)
+    _compare_frames(a, b, v)
+    v.stats = {
+        "frames_in": a.frames, "frames_out": b.frames,
+        "tcp": {"streams": len(set(a.tcp) | set(b.tcp)),
+                "connections": len({_conn(k) for k, g in set(a.tcp) | set(b.tcp)}),
+                "bytes": sum(s.store.nbytes() for s in a.tcp.values()),
+                "events": sum(len(s.events) for s in a.tcp.values()),
+                "pure_acks": sum(len(s.acks) for s in a.tcp.values()),
+                "packets_in": sum(s.npkts for s in a.tcp.values()),
+                "packets_out": sum(s.npkts for s in b.tcp.values())},
+        "udp": {"flows": len(set(a.udp) | set(b.udp)),
+                "bytes": sum(s.store.nbytes() for s in a.udp.values()),
+                "datagrams_in": sum(s.npkts for s in a.udp.values()),
+                "datagrams_out": sum(s.npkts for s in b.udp.values())},
+        "other": {"packets": len(a.other), "md5": a.md5},
+    }
+    v.seconds = time.perf_counter() - t0
+    return v
+
+
+def _conn(key):
+    vlan, src, sp, dst, dp = key
+    return (vlan,) + tuple(sorted([(src, sp), (dst, dp)]))
+
+
+def _compare_streams(a, b, v, proto, csum, sa, sb, name):
+    """Bytes, coverage and order of one stream / flow."""
+    if sb is None:
+        if sa.store.st or sa.events:
+            fr = sa.segs[0][0] if sa.segs else None
+            v.add("missing", f"{proto.upper()} {'stream' if proto == 'tcp' else 'flow'} "
+                  "missing from OUT", in_frame=fr, stream=name)
+        return False
+    if sa is None:
+        if sb.store.st or sb.events:
+            v.add("extra", "not in IN", out_frame=sb.segs[0][0] if sb.segs else None, stream=name)
+        return False
+    ok = True
+    d = _first_diff(sa.store, sb.store)
+    base = sa.syn_seq + 1 if sa.syn_seq is not None else (sa.segs[0][1] if sa.segs else 0)
+    unit = "seq" if proto == "tcp" else "payload offset"
+
+    def where(pos):
+        if proto == "tcp":
+            return f"{unit} {pos & 0xFFFFFFFF} (relative {pos - base})"
+        return f"{unit} {pos}"
+    if d is not None:
+        ok = False
+        pos, kind = d
+        fin = sa.find_seg(pos)
+        if kind == "differs":
+            v.add("payload", f"payload byte differs at {where(pos)}",
+                  out_frame=sb.find_seg(pos), in_frame=fin, stream=name)
+        elif kind == "missing":
+            fo = sb.find_seg(pos, nominal=True)
+            if fo is not None:
+                v.add("missing", f"bytes from {where(pos)} not captured (packet truncated)",
+                      out_frame=fo, in_frame=fin, stream=name)
+            else:
+                v.add("missing", f"bytes from {where(pos)} missing (IN frame {fin} carried them)",
+                      out_frame=sb.find_seg(pos, after=True), in_frame=fin, stream=name)
+        else:
+            v.add("extra", f"bytes at {where(pos)} that IN does not have",
+                  out_frame=sb.find_seg(pos), in_frame=sa.find_seg(pos, nominal=True),
+                  stream=name)
+    else:
+        oa, ob = sa.store.order, sb.store.order
+        for k in range(max(len(oa), len(ob))):
+            x = oa[k] if k < len(oa) else None
+            y = ob[k] if k < len(ob) else None
+            if x is not None and y is not None and x[0] == y[0] and x[1] == y[1]:
+                continue
+            ok = False
+            if x is not None and y is not None and x[0] == y[0] and y[1] < x[1] and k + 1 < len(ob):
+                z = ob[k + 1]
+                v.add("order", f"data at {where(z[0])} arrives before {where(y[1])} "
+                      "(out of order compared with IN)", out_frame=z[2],
+                      in_frame=sa.find_seg(z[0]), stream=name)
+            elif y is not None:
+                v.add("order", f"data at {where(y[0])} arrives in another order than in IN",
+                      out_frame=y[2], in_frame=sa.find_seg(y[0]), stream=name)
+            else:
+                v.add("order", "data arrives in another order than in IN",
+                      in_frame=x[2] if x else None, stream=name)
+            break
+    return ok
+
+
+def _check_flags(sa, sb, v, name, csum, what):
+    """OUT packets' problems (checksum, malformed, expert) must come from IN."""
+    idx, ranges = sa.flag_index() if sa is not None else ({}, set())
+    for s, e, fr, cats in sb.flagged:
+        for c in sorted(cats):
+            if c == CAT_L4CS and csum == "kernel" and e > s and (s, e) not in ranges:
+                continue            # an aggregate carrying the kernel's checksum
+            ent = idx.get(c)
+            if ent is not None:
+                starts, ends, empties = ent
+                if e == s:
+                    if s in empties:
+                        continue
+                    i = bisect.bisect_right(starts, s) - 1
+                    if i >= 0 and ends[i] > s:
+                        continue
+                else:
+                    i = bisect.bisect_left(ends, s + 1)
+                    if i < len(starts) and starts[i] < e:
+                        continue
+            msg = {CAT_L4CS: f"bad {what} checksum", CAT_IPCS: "bad IPv4 header checksum",
+                   CAT_MAL: "malformed packet", CAT_EXPERT: "expert error"}[c]
+            v.add(c, msg + " (the IN packets carrying this data had none)",
+                  out_frame=fr, stream=name)
+
+
+def _compare_tcp(a, b, v, csum):
+    for k in sorted(set(a.tcp) | set(b.tcp), key=lambda k: (str(k[0]), k[1])):
+        sa, sb = a.tcp.get(k), b.tcp.get(k)
+        name = _key_str(k[0], "tcp") + (f" #{k[1] + 1}" if k[1] else "")
+        _compare_streams(a, b, v, "tcp", csum, sa, sb, name)
+        if sa is None or sb is None:
+            if sb is not None:
+                _check_flags(None, sb, v, name, csum, "TCP")
+            continue
+        ea, eb = sa.events, sb.events
+        if set(ea) != set(eb):
+            base = sa.syn_seq if sa.syn_seq is not None else 0
+            for ev in sorted(set(ea) ^ set(eb), key=lambda e: (e[1], e[0])):
+                if ev in ea:
+                    v.add("event", f"{ev[0]} at seq {ev[1] & 0xFFFFFFFF} (relative {ev[1] - base}) "
+                          "missing from OUT", in_frame=ea[ev], stream=name)
+                else:
+                    v.add("event", f"{ev[0]} at seq {ev[1] & 0xFFFFFFFF} (relative {ev[1] - base}) "
+                          "not in IN", out_frame=eb[ev], stream=name)
+                break
+        if [x for x, _ in sa.acks] != [x for x, _ in sb.acks]:
+            n = min(len(sa.acks), len(sb.acks))
+            i = next((i for i in range(n) if sa.acks[i][0] != sb.acks[i][0]), n)
+            if i < len(sb.acks):
+                v.add("ack", f"pure ACK {sb.acks[i][0]} differs from IN's "
+                      + (f"{sa.acks[i][0]}" if i < len(sa.acks) else "(IN has no more)"),
+                      out_frame=sb.acks[i][1], in_frame=sa.acks[i][1] if i < len(sa.acks) else None,
+                      stream=name)
+            else:
+                v.add("ack", f"pure ACK {sa.acks[i][0]} missing from OUT",
+                      in_frame=sa.acks[i][1], out_frame=sb.acks[-1][1] if sb.acks else None,
+                      stream=name)
+        _check_flags(sa, sb, v, name, csum, "TCP")
+
+
+def _compare_udp(a, b, v, csum):
+    for k in sorted(set(a.udp) | set(b.udp), key=str):
+        sa, sb = a.udp.get(k), b.udp.get(k)
+        name = _key_str(k, "udp")
+        same = _compare_streams(a, b, v, "udp", csum, sa, sb, name)
+        if sa is None or sb is None:
+            if sb is not None:
+                _check_flags(None, sb, v, name, csum, "UDP")
+            continue
+        if same:
+            starts = [s for fr, s, n, c in sa.segs]
+            bounds = set(starts) | {s + n for fr, s, n, c in sa.segs}
+            for fr, s, n, c in sb.segs:
+                if s in bounds and s + n in bounds:
+                    continue
+                i = bisect.bisect_right(starts, s) - 1
+                if i >= 0 and s + n <= sa.segs[i][1] + sa.segs[i][2]:
+                    continue
+                v.add("boundary", f"datagram at payload offset {s} ({n} bytes) crosses a datagram "
+                      "boundary of IN", out_frame=fr, in_frame=sa.segs[i][0] if i >= 0 else None,
+                      stream=name)
+                break
+        _check_flags(sa, sb, v, name, csum, "UDP")
+
+
+def _compare_other(a, b, v):
+    oa, ob = a.other, b.other
+    for i in range(max(len(oa), len(ob))):
+        x = oa[i] if i < len(oa) else None
+        y = ob[i] if i < len(ob) else None
+        if x is None:
+            v.add("extra", "packet (not TCP/UDP) that IN does not have", out_frame=y[0])
+            return
+        if y is None:
+            v.add("missing", "packet (not TCP/UDP) missing from OUT", in_frame=x[0])
+            return
+        if x[1] != y[1] or x[2] != y[2]:
+            v.add("other", "packet (not TCP/UDP) differs from IN's", out_frame=y[0], in_frame=x[0])
+            return
+        for c in sorted(y[3] - x[3]):
+            v.add(c, f"{c} on a packet (not TCP/UDP) that IN had without it",
+                  out_frame=y[0], in_frame=x[0])
+
+
+def _compare_frames(a, b, v):
+    for fr, msg in b.len_bad:
+        v.add("length", msg, out_frame=fr)
+    if b.ts_back:
+        if a.ts_back:
+            v.notes.append(f"timestamps go backwards {len(b.ts_back)} times in OUT "
+                           f"({len(a.ts_back)} in IN)")
+        else:
+            for fr in b.ts_back[:10]:
+                v.add("timestamp", "timestamp earlier than the previous frame's", out_frame=fr)
+            for _ in b.ts_back[10:]:
+                v.problems_total += 1
+                v.by_kind["timestamp"] += 1
