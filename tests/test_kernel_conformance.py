@@ -8,10 +8,14 @@
 * ``test_regress`` compares pcapgro with kernel output recorded earlier
   (tests/regress/NAME/{input,kernel-output}.pcap) and runs anywhere.
 
-Environment: ``PCAPGRO_ORACLE_CASES`` (generated cases, default 600),
-``PCAPGRO_ORACLE_SEED`` (hypothesis seed; default random, printed).
+Environment: ``PCAPGRO_ORACLE_CASES`` (generated TCP cases, default 600),
+``PCAPGRO_ORACLE_FRAGLIST_CASES`` (TCP fraglist, 200),
+``PCAPGRO_ORACLE_UDP_CASES`` (generated UDP cases, each run with standard
+UDP GRO and with fraglist, default 300), ``PCAPGRO_ORACLE_SEED`` (hypothesis
+seed; default random, printed).
 """
 
+import functools
 import os
 import random
 import time
@@ -153,15 +157,91 @@ def test_generated_cases_tcp_fraglist(oracle_fraglist):
     assert not bad, f"seed {seed}\n" + ko.report(bad)
 
 
+# ------------------------------------------------------------ UDP GRO
+
+def _start(**kw):
+    if REASON:
+        pytest.skip(f"kernel oracle: {REASON}")
+    orc = ko.KernelOracle(**kw)
+    try:
+        orc.start()
+    except RuntimeError as e:
+        orc.close()
+        pytest.skip(f"kernel oracle could not start: {e}")
+    return orc
+
+
+@pytest.fixture(scope="module", params=["std", "flist"])
+def udp_oracle(request):
+    """(mode, oracle): rx-udp-gro-forwarding on (standard UDP GRO) or
+    rx-gro-list on (UDP fraglist); no UDP socket in the receiving
+    namespace."""
+    orc = _start(**ko.UDP_ORACLE[request.param])
+    try:
+        yield request.param, orc
+    finally:
+        orc.close()
+
+
+@functools.lru_cache(maxsize=None)
+def _udp_generated(n, seed):
+    return tuple(ko.generated_udp_cases(n, seed=seed))
+
+
+UDP_SEED = int(os.environ.get("PCAPGRO_ORACLE_SEED", random.randrange(1 << 30)))
+
+
+@pytest.mark.root
+@needs_kernel
+def test_udp_named_cases(udp_oracle):
+    """The named UDP cases (tests/regress/udp-*): pcapgro agrees, and the
+    kernel's answers are the documented ones."""
+    mode, orc = udp_oracle
+    named = [("udp-" + n, c) for n, c in ko.udp_cases()]
+    res = ko.check_udp_cases(orc, named, mode)
+    bad = [r for r in res if r.status == "mismatch"]
+    unstable = [r for r in res if r.status == "unstable"]
+    print(f"UDP {mode}: {len(res)} cases, {len(bad)} mismatches, {len(unstable)} unstable")
+    assert not bad, ko.report(bad)
+    assert len(unstable) <= 1, ko.report(unstable)
+    n = {r.name: [len(f) for f in r.kernel] for r in res if r.status == "ok"}
+    # 64 datagrams at most (UDP_GRO_CNT_MAX)
+    assert n.get("udp-70-datagrams-v4", [42 + 64 * 200, 42 + 6 * 200]) == [42 + 64 * 200, 42 + 6 * 200]
+    # a shorter datagram ends the aggregate (merged as its last)
+    assert n.get("udp-short-last-v4", [42 + 4 * 500 + 100]) == [42 + 4 * 500 + 100]
+    # checksum 0: never coalesced
+    assert len(n.get("udp-csum-zero-all-v4", [0] * 4)) == 4
+
+
+@pytest.mark.root
+@needs_kernel
+def test_generated_udp_cases(udp_oracle):
+    mode, orc = udp_oracle
+    n = int(os.environ.get("PCAPGRO_ORACLE_UDP_CASES", "300"))
+    print(f"PCAPGRO_ORACLE_SEED={UDP_SEED}")
+    t = time.monotonic()
+    named = list(_udp_generated(n, UDP_SEED))
+    res = ko.check_udp_cases(orc, named, mode)
+    bad = [r for r in res if r.status == "mismatch"]
+    unstable = [r for r in res if r.status == "unstable"]
+    print(f"UDP {mode}: {len(res)} cases, {sum(r.runs for r in res)} kernel runs, "
+          f"{len(bad)} mismatches, {len(unstable)} unstable, {time.monotonic() - t:.1f} s")
+    assert len(res) >= min(n, 250)
+    assert len(unstable) <= max(2, len(res) // 100), ko.report(unstable)
+    assert not bad, f"seed {UDP_SEED}\n" + ko.report(bad)
+
+
 # ------------------------------------------------------------ no root needed
 
-REGRESS_DIRS = sorted(p for p in ko.REGRESS.glob("*") if (p / "input.pcap").exists())
+REGRESS_ALL = sorted(p for p in ko.REGRESS.glob("*") if (p / "input.pcap").exists())
+REGRESS_DIRS = [p for p in REGRESS_ALL if ko.regress_config(p)[0] == "merge"]
 
 
 @pytest.mark.parametrize("d", REGRESS_DIRS, ids=[p.name for p in REGRESS_DIRS])
 def test_regress(d: Path):
     inp, kern = ko.load_regress(d)
-    ours = ko.pcapgro_merge(ko.regress_case(inp))
+    _engine, cfg = ko.regress_config(d)
+    ours = ko.pcapgro_merge(ko.regress_case(inp), **cfg)
     diff = ko.compare(kern, ours)
     why = _known(d.name)
     if why:
@@ -173,3 +253,5 @@ def test_regress(d: Path):
 def test_regress_set_present():
     names = {p.name for p in REGRESS_DIRS}
     assert any(n.startswith("selftest-") for n in names), "tests/regress is empty"
+    assert any(n.startswith("udp-std-") for n in names), "no UDP regress cases"
+    assert any(n.startswith("udp-flist-") for n in names), "no UDP fraglist regress cases"
