@@ -88,7 +88,9 @@ def run(reader, writer, transform=None, progress=None):
     elif _batch_transform(transform) is not None:
         # the transform takes and gives lists (GROEngine.transform_batches)
         wb = writer.write_batch
-        for out in _batch_transform(transform)(reader.batches()):
+        lazy = getattr(reader, "format", None) == "pcap" and hasattr(reader, "_chunks")
+        for out in _batch_transform(transform)(reader.batches(lazy=True) if lazy
+                                                else reader.batches()):
             if out:
                 wb(out)
             if progress is not None:

@@ -59,6 +59,62 @@ class PacketBatch(list):
     __slots__ = ("buf", "recs", "hl", "byteorder", "linktype")
 
 
+class RecordChunk:
+    """The records of one input chunk, not yet made into Packets (what
+    ``PcapReader.batches(lazy=True)`` yields instead of a list of Packets).
+
+    Attributes:
+        buf, recs, hl, byteorder, linktype: as in :class:`PacketBatch`.
+        mul:  timestamp fraction unit in ns (1000 for microsecond pcap).
+        off, cap, orig, ts: lists (int) of each packet's data offset in
+              ``buf``, captured length, original length and time (ns),
+              once :meth:`columns` was called.
+    """
+
+    __slots__ = ("buf", "recs", "hl", "byteorder", "linktype", "mul",
+                 "off", "cap", "orig", "ts")
+    lazy = True
+
+    def __len__(self):
+        return len(self.recs)
+
+    def columns(self):
+        """numpy int64 arrays ``(off, cap, orig, ts)`` (also kept as lists
+        in the attributes of the same names)."""
+        import numpy as np
+        r = np.array(self.recs, dtype=np.int64)
+        u8 = np.frombuffer(self.buf, dtype=np.uint8)
+        at = r[:, None] + np.arange(16, dtype=np.int64)
+        h = np.ascontiguousarray(u8[at]).view(self.byteorder + "u4").astype(np.int64)
+        off = r + self.hl
+        cap = h[:, 2]
+        orig = h[:, 3]
+        ts = h[:, 0] * 1000000000 + h[:, 1] * self.mul
+        self.off = off.tolist()
+        self.cap = cap.tolist()
+        self.orig = orig.tolist()
+        self.ts = ts.tolist()
+        return off, cap, orig, ts
+
+    def packet(self, i):
+        """Packet ``i`` (after :meth:`columns`)."""
+        s = self.off[i]
+        return Packet(self.ts[i], self.buf[s:s + self.cap[i]], self.orig[i], 0,
+                      self.linktype, None)
+
+    def packets(self):
+        """Every packet, as a :class:`PacketBatch`."""
+        if not hasattr(self, "off") or self.off is None:
+            self.columns()
+        out = PacketBatch(map(self.packet, range(len(self.recs))))
+        out.buf = self.buf
+        out.recs = self.recs
+        out.hl = self.hl
+        out.byteorder = self.byteorder
+        out.linktype = self.linktype
+        return out
+
+
 class PcapReader:
     """Reads a classic pcap file from a binary file object, without seeking.
 
@@ -126,10 +182,14 @@ class PcapReader:
         for batch in self.batches():
             yield from batch
 
-    def batches(self):
+    def batches(self, lazy=False):
         """Yield lists of events; the first list is ``[Section, Interface]``,
-        then lists of Packets (one list per input chunk of ~1 MiB)."""
+        then lists of Packets (one list per input chunk of ~1 MiB).  With
+        ``lazy``, :class:`RecordChunk` objects instead of those lists."""
         yield self.header_events()
+        if lazy:
+            yield from self._chunks()
+            return
         src = self._src
         if self.modified:
             warn(f"{self.name}: modified (Kuznetzov) pcap: the per-record ifindex, "
@@ -186,6 +246,60 @@ class PcapReader:
                 self.packet_bytes += pos - start - n * hl
                 yield out
             # need more input: either a record header or a whole record
+            if cl > MAX_RECORD:
+                raise src.damaged(pos, f"implausible record length {cl}")
+            need = hl if cl < 0 else hl + cl
+            if src.eof:
+                if pos == end:
+                    return
+                raise self._truncated(src, pos, end, hl, cl)
+            buf = src.refill(pos, need)
+            pos = 0
+            end = len(buf)
+            if end < need:
+                if end == 0:
+                    return
+                raise self._truncated(src, pos, end, hl, cl)
+
+    def _chunks(self):
+        """batches(lazy=True) after the header events."""
+        src = self._src
+        if self.modified:
+            warn(f"{self.name}: modified (Kuznetzov) pcap: the per-record ifindex, "
+                 "protocol and pkt_type fields are not kept")
+            hl = 24
+        else:
+            hl = 16
+        caplen = struct.Struct(self.byteorder + "8xI").unpack_from
+        mul = 1 if self.nanosecond else 1000
+        buf = src.buf
+        pos = self._pos
+        end = len(buf)
+        while True:
+            recs = []
+            rapp = recs.append
+            start = pos
+            cl = -1
+            while pos + hl <= end:
+                e = pos + hl + caplen(buf, pos)[0]
+                if e > end:
+                    cl = e - pos - hl
+                    break
+                rapp(pos)
+                pos = e
+            if recs:
+                n = len(recs)
+                self.packets += n
+                self.packet_bytes += pos - start - n * hl
+                c = RecordChunk()
+                c.buf = buf
+                c.recs = recs
+                c.hl = hl
+                c.byteorder = self.byteorder
+                c.linktype = self.linktype
+                c.mul = mul
+                c.off = None
+                yield c
             if cl > MAX_RECORD:
                 raise src.damaged(pos, f"implausible record length {cl}")
             need = hl if cl < 0 else hl + cl

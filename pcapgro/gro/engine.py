@@ -27,6 +27,7 @@ Model (a capture shows no NAPI poll boundaries, so they are modelled):
 
 import struct
 import zlib
+from itertools import repeat
 
 import numpy as np
 
@@ -39,7 +40,7 @@ from . import ipv4, ipv6
 from .config import GRO_HASH_BUCKETS, GRO_LEGACY_MAX_SIZE, MAX_GRO_SKBS, GROConfig
 from .flush import Flush, Pass
 from .seg import Agg, Seg
-from .fastpath import classify
+from .fastpath import classify, classify_chunk
 from .stats import GROStats
 from .tcp import CWR, FINAL_FLAGS, PSH, FIN, final_flush, merge_flush, seed
 from .udp import UDP_GRO_CNT_MAX, segment_checks
@@ -138,6 +139,12 @@ class GROEngine:
         cfg = self.cfg
         try:
             for batch in batches:
+                if getattr(batch, "lazy", False):
+                    self._chunk(batch)
+                    out = self.out
+                    self.out = []
+                    yield out
+                    continue
                 if batch and set(map(type, batch)) == _ONLY_PACKETS:
                     if len(batch) <= _MAX_BATCH:
                         self._packets(batch)
@@ -203,13 +210,61 @@ class GROEngine:
         if cfg.napi_budget:
             self._loop_budget(batch, base, cls)
             return
-        # polls end only at gaps: find them for the whole batch at once
         ts = [ev.ts for ev in batch]
-        gap = cfg.poll_gap_ns
         try:
             t = np.array(ts, dtype=np.int64)
-            ends = (np.flatnonzero(np.diff(t) > gap) + 1).tolist()
         except OverflowError:
+            t = None
+        if fast:
+            self._polls(ts, t, lambda a, b: self._run_fast(batch, batch.__getitem__,
+                                                           base, cls, ts, a, b))
+        else:
+            self._polls(ts, t, lambda a, b: self._run_general(batch, base, ts, a, b))
+
+    def _chunk(self, lb):
+        """GRO over a RecordChunk (records of a pcap chunk, not yet
+        Packets): Packets are made only for what the general path takes;
+        a packet merged on the fast path is referred to as ``(lb, i)`` in
+        ``Agg.pkts`` until the chunk is done (see :func:`_payloads`)."""
+        cfg = self.cfg
+        n = len(lb)
+        if not n:
+            return
+        if not cfg.fast_path or cfg.napi_budget:
+            self._packets(lb.packets())
+            return
+        off, cap, orig, t = lb.columns()
+        cls = classify_chunk(lb, off, cap, orig, cfg.verify_csum, cfg.csum == "valid")
+        if cls is None:
+            self._packets(lb.packets())
+            return
+        stats = self.stats
+        base = stats.packets
+        stats.packets += n
+        if cls[6]:
+            stats.csum["verified"] += cls[6]
+        cls += ([None] * n,)
+        ts = lb.ts
+        refs = list(zip(repeat(lb), range(n)))
+        self._polls(ts, t, lambda a, b: self._run_fast(refs, lb.packet, base, cls, ts, a, b))
+        # what stays held refers to this chunk no more: make those Packets
+        for agg in self.flows.values():
+            pk = agg.pkts
+            for k in range(1, len(pk)):
+                if type(pk[k]) is tuple:
+                    pk[k] = lb.packet(pk[k][1])
+
+    def _polls(self, ts, t, run):
+        """Split packets with arrival times ``ts`` (list; ``t``: the same
+        as a numpy array or None) at the poll ends (gaps: polls end only at
+        gaps here), calling ``run(a, b)`` for each run of packets a..b-1 of
+        one poll and ending the polls in between."""
+        cfg = self.cfg
+        gap = cfg.poll_gap_ns
+        n = len(ts)
+        if t is not None:
+            ends = (np.flatnonzero(np.diff(t) > gap) + 1).tolist()
+        else:
             ends = [i for i in range(1, n) if ts[i] - ts[i - 1] > gap]
         last = self.last_ts
         if last is not None and ts[0] - last > gap:
@@ -226,10 +281,7 @@ class GROEngine:
             if a:
                 if self.flows:
                     self._poll_end(ts[a - 1], ts[a], timeout)
-            if fast:
-                self._run_fast(batch, base, cls, ts, a, b)
-            else:
-                self._run_general(batch, base, ts, a, b)
+            run(a, b)
             a = b
 
     def _run_general(self, batch, base, ts, a, b):
@@ -250,8 +302,10 @@ class GROEngine:
             else:
                 self._pass(ev, seg)
 
-    def _run_fast(self, batch, base, cls, ts, a, b):
-        """Packets ``a..b-1`` of ``batch`` (one poll) with the fast path."""
+    def _run_fast(self, refs, get, base, cls, ts, a, b):
+        """Packets ``a..b-1`` (one poll) with the fast path.  ``get(i)``:
+        Packet i; ``refs[i]``: what a merged packet i is kept as in
+        ``Agg.pkts`` (the Packet, or a reference to it)."""
         prev, plen, pay, seqn, did, ok, _, psum, owner = cls
         verify = self.cfg.verify_csum
         limit = self.limit
@@ -274,14 +328,14 @@ class GROEngine:
                             agg.count += 1
                             agg.size += L
                             agg.seq_next = seqn[i]
-                            agg.pkts.append(batch[i])
+                            agg.pkts.append(refs[i])
                             agg.pays.append(pay[i])
                             agg.idxs.append(base + i)
                             agg.psums.append(psum[i])
                             owner[i] = agg
                             continue
             # ---- general path
-            ev = batch[i]
+            ev = get(i)
             self.idx = base + i
             if ok[i]:
                 if not plen[i]:
@@ -753,7 +807,8 @@ class GROEngine:
             comments.append(f"pcapgro: GRO aggregate ({kind}{'TCP' if tcp else 'UDP'}) of "
                             f"{agg.count} segments, gso_size {agg.mss}")
             if not cut:
-                comments.append(restore.encode(hdr, agg.pkts, agg.pays, agg.idxs,
+                pk = [p[0].packet(p[1]) if type(p) is tuple else p for p in agg.pkts]
+                comments.append(restore.encode(hdr, pk, agg.pays, agg.idxs,
                                                old.flags if old is not None else None))
             flags = (old.flags or 0) if old is not None else 0
             meta = PacketMeta(block=old.block if old is not None else BLOCK_EPB,
@@ -793,6 +848,12 @@ def _payloads(agg):
     including the first cut segment, so later ones are left out."""
     out = []
     for p, o in zip(agg.pkts, agg.pays):
+        if type(p) is tuple:
+            # (RecordChunk, i): a fast-path packet, never cut
+            c, i = p
+            s = c.off[i]
+            out.append(c.buf[s + o:s + c.cap[i]])
+            continue
         d = p.data
         out.append(d[o:])
         if len(d) < p.orig_len:
@@ -812,14 +873,13 @@ def _join_sums(ps, agg):
     """The sum of the concatenated payloads from the per-payload sums
     ``ps``: a payload that starts at an odd offset of the concatenation
     contributes its sum byte-swapped (x 256 mod 0xFFFF)."""
-    odd = 0
-    for p, o in zip(agg.pkts, agg.pays):
-        if (len(p.data) - o) & 1:
-            break
-    else:
+    lens = [(p[0].cap[p[1]] if type(p) is tuple else len(p.data)) - o
+            for p, o in zip(agg.pkts, agg.pays)]
+    if not any(n & 1 for n in lens):
         return sum(ps) % 0xFFFF
+    odd = 0
     s = 0
-    for x, p, o in zip(ps, agg.pkts, agg.pays):
+    for x, n in zip(ps, lens):
         s += x * 256 if odd else x
-        odd ^= (len(p.data) - o) & 1
+        odd ^= n & 1
     return s % 0xFFFF

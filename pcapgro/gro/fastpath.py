@@ -101,13 +101,10 @@ def classify(batch, verify, sums=False):
     chunk = _in_place(batch)
     if chunk is not None:
         buf, off, lens, origs, lt = chunk
-        plen2 = lens
-    else:
-        datas = [p.data for p in batch]
-        lens = np.fromiter(map(len, datas), dtype=np.int64, count=n)
-    if chunk is not None:
-        pass
-    elif verify or sums:
+        return _classify(buf, off, lens, lens, origs, lt, verify, sums)
+    datas = [p.data for p in batch]
+    lens = np.fromiter(map(len, datas), dtype=np.int64, count=n)
+    if verify or sums:
         # frames end to end, odd ones padded to even length, so that every
         # IPv4 header (at frame offset 14) starts on a 16-bit word
         plen2 = lens + (lens & 1)
@@ -115,16 +112,32 @@ def classify(batch, verify, sums=False):
     else:
         plen2 = lens
         buf = b"".join(datas + [_TAIL])
-    if chunk is None:
-        off = np.zeros(n, dtype=np.int64)
-        np.cumsum(plen2[:-1], out=off[1:])
+    off = np.zeros(n, dtype=np.int64)
+    np.cumsum(plen2[:-1], out=off[1:])
+    origs = np.array([p.orig_len for p in batch], dtype=np.int64)
+    lt = np.array([p.linktype | (p.iface << 16) for p in batch], dtype=np.int64)
+    return _classify(buf, off, lens, plen2, origs, lt, verify, sums)
+
+
+def classify_chunk(chunk, off, cap, orig, verify, sums=False):
+    """:func:`classify` for a :class:`pcapgro.capture.pcap.RecordChunk`
+    (``off``, ``cap``, ``orig``: its numpy columns), in place; None when
+    its frames do not all start at even offsets (then make Packets)."""
+    if ((off | cap) & 1).any() or int(off[-1] + cap[-1]) + 2 > len(chunk.buf):
+        return None
+    return _classify(chunk.buf, off, cap, cap, orig, chunk.linktype, verify, sums)
+
+
+def _classify(buf, off, lens, plen2, origs, lt, verify, sums):
+    """classify over frames at ``off`` in ``buf`` (lengths ``lens``; each
+    frame followed by ``plen2 - lens`` zero bytes, at an even offset when
+    ``verify`` or ``sums``); ``lt``: link type | iface << 16 (array or
+    one int for all)."""
+    n = len(off)
     arr = np.frombuffer(buf, dtype=np.uint8)
     idx = off[:, None] + _COLS
     np.minimum(idx, len(arr) - 1, out=idx)
     H = arr[idx]                                   # (n, 94) header bytes
-    if chunk is None:
-        origs = np.array([p.orig_len for p in batch], dtype=np.int64)
-        lt = np.array([p.linktype | (p.iface << 16) for p in batch], dtype=np.int64)
 
     tot = _u16(H, 16)
     word = _u32(H, 46)
