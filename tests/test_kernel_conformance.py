@@ -5,14 +5,19 @@
   frame (byte-identical with ``csum='kernel'``).  They need root, ``ip
   netns``, tcpdump, ethtool and a 6.18.* kernel, and are skipped with the
   reason otherwise.
-* ``test_regress`` compares pcapgro with kernel output recorded earlier
-  (tests/regress/NAME/{input,kernel-output}.pcap) and runs anywhere.
+  Merge: TCP standard and fraglist, UDP standard (rx-udp-gro-forwarding)
+  and fraglist (rx-gro-list).  Split: super-frames injected with a
+  virtio_net_hdr, segmented by the kernel's software GSO.
+* ``test_regress`` / ``test_regress_gso`` compare pcapgro with kernel
+  output recorded earlier (tests/regress/NAME/{input,kernel-output}.pcap,
+  config.json for UDP and GSO) and run anywhere.
 
 Environment: ``PCAPGRO_ORACLE_CASES`` (generated TCP cases, default 600),
 ``PCAPGRO_ORACLE_FRAGLIST_CASES`` (TCP fraglist, 200),
 ``PCAPGRO_ORACLE_UDP_CASES`` (generated UDP cases, each run with standard
-UDP GRO and with fraglist, default 300), ``PCAPGRO_ORACLE_SEED`` (hypothesis
-seed; default random, printed).
+UDP GRO and with fraglist, default 300), ``PCAPGRO_ORACLE_GSO_CASES`` (generated split
+cases, default 500), ``PCAPGRO_ORACLE_SEED`` (hypothesis seed; default
+random, printed).
 """
 
 import functools
@@ -231,6 +236,70 @@ def test_generated_udp_cases(udp_oracle):
     assert not bad, f"seed {UDP_SEED}\n" + ko.report(bad)
 
 
+# ------------------------------------------------------------ GSO (split)
+
+@pytest.fixture(scope="module")
+def gso_oracle():
+    """Sender veth with tx checksumming, TSO, GSO, USO off (software GSO
+    segments what the PACKET_VNET_HDR socket injects), receiver GRO off."""
+    orc = _start(gso=True)
+    try:
+        yield orc
+    finally:
+        orc.close()
+
+
+def _gso_check(orc, named):
+    res = ko.check_gso_cases(orc, named)
+    bad = [r for r in res if r.status in ("mismatch", "unstable")]
+    refused = [r for r in res if r.status == "refused"]
+    print(f"GSO: {len(res)} cases, {sum(r.runs for r in res)} kernel runs, "
+          f"{sum(r.status == 'mismatch' for r in res)} mismatches, "
+          f"{sum(r.status == 'unstable' for r in res)} unstable, {len(refused)} refused by the kernel "
+          f"({sorted({r.diff for r in refused})})")
+    return res, bad
+
+
+@pytest.mark.root
+@needs_kernel
+def test_gso_named_cases(gso_oracle):
+    """Named super-frames (tests/regress/gso-*): the kernel's segments equal
+    pcapgro's split byte for byte (full checksums, IPv4 ID base+k, FIN/PSH
+    on the last segment, CWR on the first)."""
+    res, bad = _gso_check(gso_oracle, [("gso-" + n, c) for n, c in ko.gso_cases()])
+    assert not bad, ko.gso_report(bad)
+    n = {r.name: len(r.kernel) for r in res}
+    assert n["gso-tcp-10x1448-v4"] == 10 and n["gso-tcp-rem-v6"] == 11
+    assert n["gso-udp-128-segs-v4"] == 128
+    assert n["gso-tcp-not-super-v4"] == 1
+
+
+@pytest.mark.root
+@needs_kernel
+def test_gso_refused_by_kernel(gso_oracle):
+    """Frames the kernel will not send (see kernel_oracle.kernel_refuses):
+    nothing arrives."""
+    from pktbuild import nop, ts_option
+    ts = nop() + nop() + ts_option(1, 2)
+    named = [("udp-129-segs", ko.gso_super(4, 17, 129 * 100, 100)),
+             ("tcp-opts-p100-mss100", ko.gso_super(6, 6, 100, 100, options=ts))]
+    res = ko.check_gso_cases(gso_oracle, named)
+    assert [r.status for r in res] == ["refused", "refused"], ko.gso_report(res)
+
+
+@pytest.mark.root
+@needs_kernel
+def test_generated_gso_cases(gso_oracle):
+    n = int(os.environ.get("PCAPGRO_ORACLE_GSO_CASES", "500"))
+    seed = int(os.environ.get("PCAPGRO_ORACLE_SEED", random.randrange(1 << 30)))
+    print(f"PCAPGRO_ORACLE_SEED={seed}")
+    t = time.monotonic()
+    res, bad = _gso_check(gso_oracle, ko.generated_gso_cases(n, seed=seed))
+    print(f"{time.monotonic() - t:.1f} s")
+    assert len(res) >= min(n, 450)
+    assert not bad, f"seed {seed}\n" + ko.gso_report(bad)
+
+
 # ------------------------------------------------------------ no root needed
 
 REGRESS_ALL = sorted(p for p in ko.REGRESS.glob("*") if (p / "input.pcap").exists())
@@ -250,8 +319,21 @@ def test_regress(d: Path):
     assert diff is None, f"{d.name}:\n{diff}"
 
 
+GSO_DIRS = [p for p in REGRESS_ALL if ko.regress_config(p)[0] == "split"]
+
+
+@pytest.mark.parametrize("d", GSO_DIRS, ids=[p.name for p in GSO_DIRS])
+def test_regress_gso(d: Path):
+    """pcapgro's split of a recorded super-frame equals the segments the
+    kernel's software GSO made of it."""
+    vf, cfg, kern = ko.load_gso_regress(d)
+    diff = ko.compare(kern, ko.pcapgro_split(vf, cfg))
+    assert diff is None, f"{d.name}:\n{diff}"
+
+
 def test_regress_set_present():
     names = {p.name for p in REGRESS_DIRS}
     assert any(n.startswith("selftest-") for n in names), "tests/regress is empty"
     assert any(n.startswith("udp-std-") for n in names), "no UDP regress cases"
     assert any(n.startswith("udp-flist-") for n in names), "no UDP fraglist regress cases"
+    assert len(GSO_DIRS) >= 40, "no GSO regress cases"
