@@ -15,6 +15,13 @@ from the reader to the writer; classic pcap to classic pcap of the same byte
 order and resolution goes faster still: record headers are walked and
 checked and the records copied verbatim a chunk at a time (no Packet
 objects).
+
+A transform that is the ``process`` method of an object with
+``transform_batches`` (:class:`pcapgro.gro.GROEngine`) is run list in, list
+out instead: the reader's batches go in whole (from classic pcap, as
+``RecordChunk`` objects: records not yet made into Packets, see
+``PcapReader.batches(lazy=True)``) and each list that comes out goes to
+``write_batch``.  Same events out; no per-event generator step.
 """
 
 from __future__ import annotations

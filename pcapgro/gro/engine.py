@@ -95,6 +95,11 @@ class _Agg(Agg):
 class GROEngine:
     """Linux GRO over a stream of capture events.
 
+    :meth:`process` takes and yields events; :meth:`transform_batches`
+    (what :func:`pcapgro.pipeline.run` uses) takes and yields lists of them,
+    and also takes a pcap reader's ``RecordChunk`` objects, making Packets
+    only for what the general path handles.  Both give the same output.
+
     Usage::
 
         engine = GROEngine(GROConfig())
