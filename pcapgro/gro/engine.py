@@ -311,12 +311,13 @@ class GROEngine:
         """Packets ``a..b-1`` (one poll) with the fast path.  ``get(i)``:
         Packet i; ``refs[i]``: what a merged packet i is kept as in
         ``Agg.pkts`` (the Packet, or a reference to it)."""
-        prev, plen, pay, seqn, did, ok, _, psum, owner = cls
+        prev, plen, pay, seqn, did, ok, _, psum, runend, owner = cls
         verify = self.cfg.verify_csum
         limit = self.limit
         receive = self._receive
         flows = self.flows
-        for i in range(a, b):
+        i = a
+        while i < b:
             p = prev[i]
             if p >= 0:
                 # ---- fast path: continues its flow's aggregate
@@ -330,14 +331,37 @@ class GROEngine:
                         elif dd != (0 if agg.fixedid else 1):
                             agg = None
                         if agg is not None:
-                            agg.count += 1
-                            agg.size += L
-                            agg.seq_next = seqn[i]
-                            agg.pkts.append(refs[i])
-                            agg.pays.append(pay[i])
-                            agg.idxs.append(base + i)
-                            agg.psums.append(psum[i])
-                            owner[i] = agg
+                            j = runend[i]
+                            if j > i + 1:
+                                # the packets after i that continue it too,
+                                # as far as the size limit and the ID mode
+                                # allow (each has L == plen[i], did 0 or 1)
+                                if j > b:
+                                    j = b
+                                k = i + (limit - 1 - agg.size) // L
+                                if k < j:
+                                    j = k
+                                if j > i + 1:
+                                    try:
+                                        j = did.index(1 if agg.fixedid else 0, i + 1, j)
+                                    except ValueError:
+                                        pass
+                            k = j - i
+                            agg.count += k
+                            agg.size += k * L
+                            agg.seq_next = seqn[j - 1]
+                            if k == 1:
+                                agg.pkts.append(refs[i])
+                                agg.pays.append(pay[i])
+                                agg.idxs.append(base + i)
+                                agg.psums.append(psum[i])
+                            else:
+                                agg.pkts += refs[i:j]
+                                agg.pays += pay[i:j]
+                                agg.idxs += range(base + i, base + j)
+                                agg.psums += psum[i:j]
+                            owner[j - 1] = agg
+                            i = j
                             continue
             # ---- general path
             ev = get(i)
@@ -349,6 +373,7 @@ class GROEngine:
                     d = ev.data
                     if (ev.iface, d[:14], d[26:34], d[34:38], 6) not in flows:
                         self._pass(ev, Pass.PURE_ACK)
+                        i += 1
                         continue
                 self._ps = psum[i]
                 seg = ipv4.receive(ev, 14, 0)   # checksums already good
@@ -364,6 +389,7 @@ class GROEngine:
                     owner[i] = self._receive_udp(seg, ts[i])
             else:
                 self._pass(ev, seg)
+            i += 1
 
     def _loop_budget(self, batch, base, cls):
         """The per-packet loop with a NAPI budget (polls end at gaps and
@@ -379,7 +405,7 @@ class GROEngine:
         last_ts = self.last_ts
         in_poll = self.in_poll
         if fast:
-            prev, plen, pay, seqn, did, ok, _, psum, owner = cls
+            prev, plen, pay, seqn, did, ok, _, psum, runend, owner = cls
         try:
             for i in range(len(batch)):
                 ev = batch[i]

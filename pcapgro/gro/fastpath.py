@@ -79,8 +79,8 @@ def classify(batch, verify, sums=False):
         sums:   also compute the payload sums (``psum``).
 
     Returns:
-        ``(prev, plen, pay, seqn, did, ok, n_verified, psum)``, lists
-        aligned with ``batch``:
+        ``(prev, plen, pay, seqn, did, ok, n_verified, psum, runend)``,
+        lists aligned with ``batch``:
 
         * ``prev[i]``: index in the batch of the flow's previous packet when
           packet i may continue that packet's aggregate (see module doc),
@@ -96,6 +96,8 @@ def classify(batch, verify, sums=False):
         * ``psum[i]``: for an ``ok`` packet (and ``sums``), the
           one's-complement sum mod 0xFFFF of its payload bytes (an odd
           last byte padded with zero), else None.
+        * ``runend[i]``: the end (exclusive) of the run of packets from i on
+          in which every packet after i has ``prev`` = its index - 1.
     """
     n = len(batch)
     chunk = _in_place(batch)
@@ -204,9 +206,13 @@ def _classify(buf, off, lens, plen2, origs, lt, verify, sums):
             & ((frag & 0x4000) == (frag[p] & 0x4000))
             & (L > 0) & (L == L[p]) & (seq == seqn[p]) & (did <= 1))
     prev = np.where(cont, prev, -1)
+    # runs of packets that each continue the one just before them
+    cons = prev == np.arange(-1, n - 1)
+    stops = np.append(np.flatnonzero(~cons), n)
+    runend = stops[np.searchsorted(stops, np.arange(n), side="right")]
     if psum is None:
         psum = [None] * n
     elif not fast.all():
         psum = [None if x < 0 else x for x in psum]
     return (prev.tolist(), L.tolist(), pay.tolist(), seqn.tolist(), did.tolist(),
-            fast.tolist(), n_verified, psum)
+            fast.tolist(), n_verified, psum, runend.tolist())
