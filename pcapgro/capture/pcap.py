@@ -68,11 +68,12 @@ class RecordChunk:
         mul:  timestamp fraction unit in ns (1000 for microsecond pcap).
         off, cap, orig, ts: lists (int) of each packet's data offset in
               ``buf``, captured length, original length and time (ns),
-              once :meth:`columns` was called.
+              once :meth:`columns` was called; ``mv``: then a memoryview
+              of ``buf``.
     """
 
     __slots__ = ("buf", "recs", "hl", "byteorder", "linktype", "mul",
-                 "off", "cap", "orig", "ts")
+                 "off", "cap", "orig", "ts", "mv")
     lazy = True
 
     def __len__(self):
@@ -94,6 +95,7 @@ class RecordChunk:
         self.cap = cap.tolist()
         self.orig = orig.tolist()
         self.ts = ts.tolist()
+        self.mv = memoryview(self.buf)
         return off, cap, orig, ts
 
     def packet(self, i):

@@ -818,7 +818,7 @@ class GROEngine:
             hdr[at + 1] = 0
             ps = agg.psums
             if tcp and None not in ps:
-                psum = _join_sums(ps, agg)
+                psum = _join_sums(ps, payloads)
             else:
                 psum = _payload_sum(payloads)
             s = pseudo + ones_sum(bytes(hdr[l4off:])) + psum
@@ -874,19 +874,20 @@ def _dport(seg):
 
 
 def _payloads(agg):
-    """The captured payload bytes of every merged segment, in order, and
-    whether the snaplen cut one: payload is then contiguous only up to and
-    including the first cut segment, so later ones are left out."""
+    """The captured payload bytes of every merged segment (memoryviews), in
+    order, and whether the snaplen cut one: payload is then contiguous only
+    up to and including the first cut segment, so later ones are left out."""
     out = []
+    app = out.append
     for p, o in zip(agg.pkts, agg.pays):
         if type(p) is tuple:
             # (RecordChunk, i): a fast-path packet, never cut
             c, i = p
             s = c.off[i]
-            out.append(c.buf[s + o:s + c.cap[i]])
+            app(c.mv[s + o:s + c.cap[i]])
             continue
         d = p.data
-        out.append(d[o:])
+        app(memoryview(d)[o:])       # no copy: the caller joins them
         if len(d) < p.orig_len:
             return out, True
     return out, False
@@ -900,13 +901,12 @@ def _payload_sum(payloads):
     return batch_sums([joined])[0]
 
 
-def _join_sums(ps, agg):
-    """The sum of the concatenated payloads from the per-payload sums
-    ``ps``: a payload that starts at an odd offset of the concatenation
-    contributes its sum byte-swapped (x 256 mod 0xFFFF)."""
-    lens = [(p[0].cap[p[1]] if type(p) is tuple else len(p.data)) - o
-            for p, o in zip(agg.pkts, agg.pays)]
-    if not any(n & 1 for n in lens):
+def _join_sums(ps, payloads):
+    """The sum of the concatenated ``payloads`` from their sums ``ps``: a
+    payload that starts at an odd offset of the concatenation contributes
+    its sum byte-swapped (x 256 mod 0xFFFF)."""
+    lens = list(map(len, payloads))
+    if not any(map((1).__and__, lens)):
         return sum(ps) % 0xFFFF
     odd = 0
     s = 0
