@@ -102,6 +102,8 @@ _TRUE = {"1", "True", "true", "TRUE"}
 _FALSE = {"0", "False", "false", "FALSE"}
 
 SYN, FIN, RST = 0x02, 0x01, 0x04
+_RANK = {k: i for i, k in enumerate(("damaged", "payload", "missing", "extra", "order", "event",
+                                     "ack", "boundary", "other", "length"))}
 MAX_PROBLEMS = 1000          # kept in full; more are only counted
 
 # problem categories carried by a packet (checked against IN's)
@@ -256,28 +258,14 @@ class _Stream:
         return None
 
     def flag_index(self):
-        """{category: (sorted starts, ends, set of empty positions)} of flagged segments,
-        plus the set of exact (start, end) segment ranges."""
+        """({category: set of (start, end) of flagged segments}, set of the
+        (start, end) of every segment)."""
         if self._idx is None:
             idx = {}
-            for s, e, fr, cats in self.flagged:
+            for st, e, fr, cats in self.flagged:
                 for c in cats:
-                    idx.setdefault(c, []).append((s, e))
-            out = {}
-            for c, rs in idx.items():
-                rs.sort()
-                merged = []
-                empties = set()
-                for s, e in rs:
-                    if e == s:
-                        empties.add(s)
-                    elif merged and s <= merged[-1][1]:
-                        merged[-1][1] = max(merged[-1][1], e)
-                    else:
-                        merged.append([s, e])
-                out[c] = ([m[0] for m in merged], [m[1] for m in merged], empties)
-            ranges = {(s, s + n) for fr, s, n, c in self.segs}
-            self._idx = (out, ranges)
+                    idx.setdefault(c, set()).add((st, e))
+            self._idx = (idx, {(st, st + n) for fr, st, n, c in self.segs})
         return self._idx
 
 
@@ -606,8 +594,9 @@ class Verdict:
         return EXIT_DIFFER if self.problems_total else EXIT_OK
 
     def sorted_problems(self):
-        return sorted(self.problems, key=lambda p: (p["out_frame"] is None,
-                                                    p["out_frame"] or 0, p["in_frame"] or 0))
+        """By OUT frame; at one frame, content differences first."""
+        return sorted(self.problems, key=lambda p: (p["out_frame"] is None, p["out_frame"] or 0,
+                                                    _RANK.get(p["kind"], 9), p["in_frame"] or 0))
 
     def to_dict(self):
         return {"result": "differ" if self.problems_total else "faithful",
@@ -740,8 +729,21 @@ def _compare_streams(a, b, v, proto, csum, sa, sb, name):
                 v.add("missing", f"bytes from {where(pos)} not captured (packet truncated)",
                       out_frame=fo, in_frame=fin, stream=name)
             else:
-                v.add("missing", f"bytes from {where(pos)} missing (IN frame {fin} carried them)",
-                      out_frame=sb.find_seg(pos, after=True), in_frame=fin, stream=name)
+                # the OUT packet ending at the hole was cut short when tshark
+                # found it broken (IP length beyond the frame: an expert
+                # error); else packets are missing, named by the OUT frame
+                # that follows the hole
+                broken = {fr for s, e, fr, cats in sb.flagged if CAT_EXPERT in cats or CAT_MAL in cats}
+                cut = next((fr for fr, s, n, c in sb.segs if s < pos and s + c == pos
+                            and fr in broken), None)
+                if cut is not None:
+                    v.add("missing", f"bytes from {where(pos)} missing: packet cut short "
+                          f"(IN frame {fin} carried them)", out_frame=cut, in_frame=fin,
+                          stream=name)
+                else:
+                    v.add("missing", f"bytes from {where(pos)} missing (IN frame {fin} "
+                          "carried them)", out_frame=sb.find_seg(pos, after=True),
+                          in_frame=fin, stream=name)
         else:
             v.add("extra", f"bytes at {where(pos)} that IN does not have",
                   out_frame=sb.find_seg(pos), in_frame=sa.find_seg(pos, nominal=True),
@@ -770,28 +772,24 @@ def _compare_streams(a, b, v, proto, csum, sa, sb, name):
 
 
 def _check_flags(sa, sb, v, name, csum, what):
-    """OUT packets' problems (checksum, malformed, expert) must come from IN."""
+    """OUT packets' problems (checksum, malformed, expert) must come from IN:
+    allowed only on a packet IN had with the same problem (same sequence
+    range: passed through unchanged).  Packets pcapgro made (segments,
+    aggregates) must be clean -- except, with csum 'kernel', the TCP/UDP
+    checksum of aggregates.  (A bad checksum anywhere in IN does not excuse
+    a new packet: senders' captures have partial checksums on every
+    super-frame, and the segments made from them must be valid.)"""
     idx, ranges = sa.flag_index() if sa is not None else ({}, set())
     for s, e, fr, cats in sb.flagged:
         for c in sorted(cats):
+            if (s, e) in idx.get(c, ()):
+                continue
             if c == CAT_L4CS and csum == "kernel" and e > s and (s, e) not in ranges:
                 continue            # an aggregate carrying the kernel's checksum
-            ent = idx.get(c)
-            if ent is not None:
-                starts, ends, empties = ent
-                if e == s:
-                    if s in empties:
-                        continue
-                    i = bisect.bisect_right(starts, s) - 1
-                    if i >= 0 and ends[i] > s:
-                        continue
-                else:
-                    i = bisect.bisect_left(ends, s + 1)
-                    if i < len(starts) and starts[i] < e:
-                        continue
             msg = {CAT_L4CS: f"bad {what} checksum", CAT_IPCS: "bad IPv4 header checksum",
                    CAT_MAL: "malformed packet", CAT_EXPERT: "expert error"}[c]
-            v.add(c, msg + " (the IN packets carrying this data had none)",
+            v.add(c, msg + (" (IN had this packet without it)" if (s, e) in ranges
+                            else " on a packet made from IN's data"),
                   out_frame=fr, stream=name)
 
 

@@ -1,0 +1,370 @@
+"""pcapgro verify / merge --verify / split --verify, with real tshark:
+faithful outputs of every kernel capture pass; outputs damaged on purpose
+fail, naming the right OUT frame; the CLI contract (exit 2 without tshark,
+'-' refused with --verify)."""
+
+import json
+import os
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+
+from capture_helpers import KERNEL, REPO, run_cli, tshark
+
+pytestmark = [pytest.mark.tshark, tshark]
+
+KFILES = sorted(KERNEL.glob("*.pcap"))
+WIRE = KERNEL / "tcp4-bulk-wire.pcap"
+TSO = KERNEL / "tcp4-tso-sender.pcap"
+UDP_WIRE = KERNEL / "udp4-fwd-wire.pcap"
+
+
+def _gso_size(name):
+    if name == "udp4-fraglist-gro.pcap":
+        return ["--gso-size", "1000"]
+    if name.startswith("udp") and (name.endswith("-gro.pcap") or "uso" in name):
+        return ["--gso-size", "1200"]
+    return []
+
+
+def _ok(p):
+    assert p.returncode == 0, (p.returncode, p.stdout.decode()[-3000:], p.stderr.decode()[-3000:])
+
+
+# ---------------------------------------------------------------------------
+# faithful outputs pass
+
+@pytest.mark.parametrize("path", KFILES, ids=[p.name for p in KFILES])
+def test_merge_variants_verify(path, tmp_path):
+    out = tmp_path / "out.pcapng"
+    for args in (["merge"], ["merge", "--fraglist"], ["merge", "--udp", "gro"],
+                 ["merge", "--csum", "kernel", "--udp", "gro"]):
+        p = run_cli(*args, "--verify", path, out)
+        _ok(p)
+        assert b"faithful" in p.stderr, args
+
+
+@pytest.mark.parametrize("path", KFILES, ids=[p.name for p in KFILES])
+def test_split_and_restore_verify(path, tmp_path):
+    out = tmp_path / "split.pcap"
+    _ok(run_cli("split", "-q", "--verify", *_gso_size(path.name), path, out))
+    merged, restored = tmp_path / "m.pcapng", tmp_path / "r.pcapng"
+    run_cli("merge", "-q", path, merged, check=0)
+    _ok(run_cli("split", "-q", "--restore", "--verify", merged, restored))
+    _ok(run_cli("verify", "-q", path, restored))
+
+
+def test_kernel_gro_capture_needs_csum_kernel():
+    gro = KERNEL / "tcp4-bulk-gro.pcap"
+    p = run_cli("verify", "--json", WIRE, gro)
+    assert p.returncode == 1
+    d = json.loads(p.stdout)
+    assert d["result"] == "differ" and set(d["problems_by_kind"]) == {"checksum"}
+    p = run_cli("verify", "--json", "--csum", "kernel", WIRE, gro)
+    _ok(p)
+    d = json.loads(p.stdout)
+    assert d["result"] == "faithful" and d["tcp"]["bytes"] > 1_500_000
+    assert d["frames_in"] == 1109 and d["frames_out"] == 58
+
+
+def test_summary_and_json(tmp_path):
+    out = tmp_path / "m.pcapng"
+    run_cli("merge", "-q", WIRE, out, check=0)
+    p = run_cli("verify", WIRE, out)
+    _ok(p)
+    text = p.stdout.decode()
+    assert "faithful" in text and "TCP" in text and "1,109 frames" in text
+    assert len(text.splitlines()) <= 24
+    stats = tmp_path / "v.json"
+    _ok(run_cli("verify", "-q", "--stats", stats, WIRE, out))
+    d = json.loads(stats.read_text())
+    assert d["problems_total"] == 0 and d["tcp"]["streams"] == 2
+    # merge --verify puts the verdict in its statistics
+    p = run_cli("merge", "-q", "--verify", "--stats", "-", WIRE, tmp_path / "m2.pcap")
+    _ok(p)
+    assert json.loads(p.stdout)["verify"]["result"] == "faithful"
+
+
+# ---------------------------------------------------------------------------
+# damaged outputs fail, naming the frame
+
+def read_pcap(path):
+    d = Path(path).read_bytes()
+    e = "<" if d[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    recs, off = [], 24
+    while off + 16 <= len(d):
+        s, us, cl, ln = struct.unpack(e + "IIII", d[off:off + 16])
+        recs.append([s, us, ln, bytearray(d[off + 16:off + 16 + cl])])
+        off += 16 + cl
+    return d[:24], e, recs
+
+
+def write_pcap(path, hdr, e, recs):
+    with open(path, "wb") as f:
+        f.write(hdr)
+        for s, us, ln, b in recs:
+            f.write(struct.pack(e + "IIII", s, us, len(b), ln) + bytes(b))
+
+
+def _flow(b):
+    return bytes(b[26:38])      # Ethernet/IPv4: addresses and ports
+
+
+@pytest.fixture(scope="module")
+def wire_split(tmp_path_factory):
+    """split of the TSO sender capture (wire-sized segments, valid
+    checksums) and the index of a data record followed by one of the same
+    flow."""
+    d = tmp_path_factory.mktemp("vsplit")
+    out = d / "split.pcap"
+    run_cli("split", "-q", TSO, out, check=0)
+    hdr, e, recs = read_pcap(out)
+    i = next(i for i in range(200, len(recs) - 1)
+             if len(recs[i][3]) > 1000 and len(recs[i + 1][3]) > 1000
+             and _flow(recs[i][3]) == _flow(recs[i + 1][3]))
+    return out, hdr, e, recs, i
+
+
+def _damaged(tmp_path, wire_split, change):
+    out, hdr, e, recs, i = wire_split
+    recs = [[s, us, ln, bytearray(b)] for s, us, ln, b in recs]
+    change(recs, i)
+    bad = tmp_path / "bad.pcap"
+    write_pcap(bad, hdr, e, recs)
+    p = run_cli("verify", "--json", TSO, bad)
+    assert p.returncode == 1, p.stderr.decode()
+    return json.loads(p.stdout), i + 1       # tshark frame numbers count from 1
+
+
+def _kinds_at(d, frame):
+    return {p["kind"] for p in d["problems"] if p["out_frame"] == frame}
+
+
+def test_faithful_split_passes(wire_split):
+    _ok(run_cli("verify", "-q", TSO, wire_split[0]))
+
+
+def test_flipped_payload_byte(tmp_path, wire_split):
+    def flip(recs, i):
+        recs[i][3][-100] ^= 0x40
+    d, frame = _damaged(tmp_path, wire_split, flip)
+    first = d["problems"][0]
+    assert first["out_frame"] == frame and "payload" in _kinds_at(d, frame)
+    assert first["stream"].startswith("tcp 10.88.0.1:")
+    assert "checksum" in _kinds_at(d, frame)      # the flip also breaks the checksum
+
+
+def test_dropped_segment(tmp_path, wire_split):
+    def drop(recs, i):
+        del recs[i]
+    d, frame = _damaged(tmp_path, wire_split, drop)
+    # the hole shows at the frame that now follows it (same flow's next segment)
+    assert d["problems"][0]["kind"] == "missing"
+    assert d["problems"][0]["out_frame"] == frame
+
+
+def test_swapped_segments(tmp_path, wire_split):
+    def swap(recs, i):       # packet contents swapped, timestamps left in place
+        recs[i][3], recs[i + 1][3] = recs[i + 1][3], recs[i][3]
+        recs[i][2], recs[i + 1][2] = recs[i + 1][2], recs[i][2]
+    d, frame = _damaged(tmp_path, wire_split, swap)
+    assert d["problems_by_kind"] == {"order": 1}
+    assert d["problems"][0]["out_frame"] == frame
+
+
+def test_bad_checksum(tmp_path, wire_split):
+    def csum(recs, i):
+        b = recs[i][3]
+        b[14 + 20 + 16] ^= 0x01          # TCP checksum of Ethernet/IPv4 (IHL 5)
+    d, frame = _damaged(tmp_path, wire_split, csum)
+    assert d["problems_by_kind"] == {"checksum": 1}
+    assert d["problems"][0]["out_frame"] == frame
+
+
+def test_bad_ip_checksum(tmp_path, wire_split):
+    def csum(recs, i):
+        recs[i][3][14 + 10] ^= 0x01
+    d, frame = _damaged(tmp_path, wire_split, csum)
+    assert d["problems_by_kind"] == {"ip-checksum": 1}
+    assert d["problems"][0]["out_frame"] == frame
+
+
+def test_truncated_packet(tmp_path, wire_split):
+    def cut(recs, i):                    # record cut short: IP length exceeds the frame
+        recs[i][3] = recs[i][3][:600]
+        recs[i][2] = 600
+    d, frame = _damaged(tmp_path, wire_split, cut)
+    assert d["problems"][0]["out_frame"] == frame
+    assert {"missing", "expert"} <= _kinds_at(d, frame)
+
+
+def test_snaplen_truncated_packet(tmp_path, wire_split):
+    def snap(recs, i):                   # captured length below the frame length
+        recs[i][3] = recs[i][3][:600]
+    d, frame = _damaged(tmp_path, wire_split, snap)
+    assert d["problems"][0]["out_frame"] == frame
+    assert d["problems"][0]["kind"] == "missing"
+
+
+def test_dropped_fin(tmp_path):
+    out = tmp_path / "m.pcap"
+    run_cli("merge", "-q", WIRE, out, check=0)
+    hdr, e, recs = read_pcap(out)
+    i = max(i for i, r in enumerate(recs) if r[3][14 + 20 + 13] & 0x01)   # last FIN
+    recs[i][3][14 + 20 + 13] &= ~0x01 & 0xFF
+    bad = tmp_path / "bad.pcap"
+    write_pcap(bad, hdr, e, recs)
+    p = run_cli("verify", "--json", WIRE, bad)
+    assert p.returncode == 1
+    d = json.loads(p.stdout)
+    assert "event" in d["problems_by_kind"]
+    ev = next(p for p in d["problems"] if p["kind"] == "event")
+    assert "FIN" in ev["message"] and ev["in_frame"]
+
+
+def test_timestamp_backwards(tmp_path, wire_split):
+    def back(recs, i):
+        recs[i][0] -= 10
+    d, frame = _damaged(tmp_path, wire_split, back)
+    assert d["problems_by_kind"] == {"timestamp": 1}
+    assert d["problems"][0]["out_frame"] == frame
+
+
+def test_udp_dropped_datagram_and_flipped_byte(tmp_path):
+    out = tmp_path / "split.pcap"
+    run_cli("split", "-q", "--gso-size", "1200", KERNEL / "udp4-uso-sender.pcap", out, check=0)
+    hdr, e, recs = read_pcap(out)
+    for change, kind in ((lambda r: r.__delitem__(50), None),
+                         (lambda r: r[50][3].__setitem__(-3, r[50][3][-3] ^ 1), "payload")):
+        rr = [[s, us, ln, bytearray(b)] for s, us, ln, b in recs]
+        change(rr)
+        bad = tmp_path / "bad.pcap"
+        write_pcap(bad, hdr, e, rr)
+        p = run_cli("verify", "--json", KERNEL / "udp4-uso-sender.pcap", bad)
+        assert p.returncode == 1
+        d = json.loads(p.stdout)
+        first = d["problems"][0]
+        assert first["out_frame"] == 51 and first["stream"].startswith("udp ")
+        if kind:
+            assert first["kind"] == kind
+
+
+def test_udp_boundary_moved(tmp_path):
+    """Same bytes, but a byte moved from one datagram to the next."""
+    src = tmp_path / "split.pcap"         # 1200-byte datagrams
+    run_cli("split", "-q", "--gso-size", "1200", KERNEL / "udp4-uso-sender.pcap", src, check=0)
+    hdr, e, recs = read_pcap(src)
+    a, b = recs[20][3], recs[21][3]
+    assert _flow(a) == _flow(b) and len(a) > 1200 and len(b) > 1200
+    moved = a[-1:]
+    a = a[:-1]
+    b = b[:42] + moved + b[42:]
+    for pkt_ in (a, b):                  # fix IPv4 / UDP lengths, zero UDP checksum (none)
+        ln = len(pkt_) - 14
+        pkt_[16:18] = struct.pack("!H", ln)
+        pkt_[24:26] = b"\0\0"
+        s = sum(struct.unpack("!10H", bytes(pkt_[14:34])))
+        while s >> 16:
+            s = (s & 0xFFFF) + (s >> 16)
+        pkt_[24:26] = struct.pack("!H", 0xFFFF - s)
+        pkt_[38:40] = struct.pack("!H", ln - 20)
+        pkt_[40:42] = b"\0\0"
+    recs[20][3], recs[20][2] = a, len(a)
+    recs[21][3], recs[21][2] = b, len(b)
+    bad = tmp_path / "bad.pcap"
+    write_pcap(bad, hdr, e, recs)
+    p = run_cli("verify", "--json", src, bad)
+    assert p.returncode == 1
+    d = json.loads(p.stdout)
+    assert d["problems_by_kind"] == {"boundary": 1}
+    assert d["problems"][0]["out_frame"] == 22
+
+
+ARP = (b"\xff" * 6 + b"\x02\x00\x00\x00\x00\x01" + b"\x08\x06"
+       + bytes.fromhex("0001080006040001020000000001") + bytes([10, 88, 0, 1])
+       + b"\0" * 6 + bytes([10, 88, 0, 2]) + b"\0" * 18)
+
+
+def test_other_packets(tmp_path):
+    hdr, e, recs = read_pcap(WIRE)
+    recs = recs[:40]
+    s, us = recs[5][0], recs[5][1]
+    recs.insert(6, [s, us, len(ARP), bytearray(ARP)])
+    src = tmp_path / "in.pcap"
+    write_pcap(src, hdr, e, recs)
+    out = tmp_path / "m.pcap"
+    p = run_cli("merge", "-q", "--verify", "--stats", "-", src, out)
+    _ok(p)
+    assert json.loads(p.stdout)["verify"]["other"]["packets"] == 1
+    hdr2, e2, orecs = read_pcap(out)
+    k = next(i for i, r in enumerate(orecs) if bytes(r[3]) == ARP)
+    orecs[k][3][-1] ^= 1
+    bad = tmp_path / "bad.pcap"
+    write_pcap(bad, hdr2, e2, orecs)
+    p = run_cli("verify", "--json", src, bad)
+    assert p.returncode == 1
+    d = json.loads(p.stdout)
+    assert d["problems"][0]["kind"] == "other" and d["problems"][0]["out_frame"] == k + 1
+    assert d["problems"][0]["in_frame"] == 7
+    del orecs[k]
+    write_pcap(bad, hdr2, e2, orecs)
+    d = json.loads(run_cli("verify", "--json", src, bad).stdout)
+    assert d["problems_by_kind"] == {"missing": 1} and d["problems"][0]["in_frame"] == 7
+
+
+def test_cut_short_output(tmp_path):
+    out = tmp_path / "s.pcap"
+    run_cli("split", "-q", TSO, out, check=0)
+    data = out.read_bytes()
+    out.write_bytes(data[:len(data) // 2 + 7])
+    p = run_cli("verify", "--json", TSO, out)
+    assert p.returncode == 1
+    assert "damaged" in json.loads(p.stdout)["problems_by_kind"]
+
+
+# ---------------------------------------------------------------------------
+# contract
+
+def _no_tshark_env():
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable)      # python, no tshark
+    return env
+
+
+def test_missing_tshark(tmp_path):
+    import shutil
+    import subprocess
+    if shutil.which("tshark", path=_no_tshark_env()["PATH"]):
+        pytest.skip("tshark beside python")
+    out = tmp_path / "o.pcap"
+    for args in (["verify", WIRE, WIRE], ["merge", "--verify", WIRE, out],
+                 ["split", "--verify", WIRE, out]):
+        p = subprocess.run([sys.executable, "-m", "pcapgro.cli", *map(str, args)],
+                           capture_output=True, cwd=REPO, env=_no_tshark_env())
+        assert p.returncode == 2, args
+        err = p.stderr.decode()
+        assert err.count("\n") == 1 and "apt-get install tshark" in err, err
+        assert "Traceback" not in err
+    assert not out.exists()          # refused before writing anything
+
+
+def test_dash_refused_with_verify(tmp_path):
+    out = tmp_path / "o.pcap"
+    for args in (["merge", "--verify", "-", out], ["merge", "--verify", WIRE, "-"],
+                 ["split", "--verify", WIRE, "-"], ["verify", "-", WIRE], ["verify", WIRE, "-"]):
+        p = run_cli(*args, input=WIRE.read_bytes())
+        assert p.returncode == 2, args
+        assert b"file" in p.stderr and b"Traceback" not in p.stderr
+        assert p.stdout == b""
+
+
+def test_unusable_inputs(tmp_path):
+    junk = tmp_path / "junk.pcap"
+    junk.write_bytes(b"not a capture at all" * 10)
+    for args in (["verify", junk, WIRE], ["verify", WIRE, junk],
+                 ["verify", WIRE, tmp_path / "nope.pcap"]):
+        p = run_cli(*args)
+        assert p.returncode == 2, args
+        assert p.stderr.decode().count("\n") == 1 and b"Traceback" not in p.stderr
