@@ -43,11 +43,41 @@ def _err(msg):
         pass
 
 
+def _in_out(ctx, param, value):
+    """IN OUT, or OUT alone with -i (live input)."""
+    live = ctx.params.get("iface")
+    if live is not None:
+        if len(value) != 1:
+            raise click.UsageError("with -i IFACE give OUT (and no IN)")
+        return (None, value[0])
+    if len(value) != 2:
+        raise click.UsageError("give IN and OUT (or -i IFACE and OUT)")
+    return tuple(value)
+
+
+def live_options(f):
+    """The live-input options (merge and split): -i replaces IN."""
+    for dec in reversed([
+        click.option("-i", "iface", metavar="IFACE", is_eager=True,
+                     help="Capture live from IFACE (through tcpdump) instead of IN; "
+                          "'any' for all interfaces (LINUX_SLL2). Ctrl-C ends it normally."),
+        click.option("-f", "bpf", metavar="FILTER",
+                     help="Capture filter (BPF, as tcpdump's), with -i."),
+        click.option("-c", "count", type=click.IntRange(1), metavar="COUNT",
+                     help="Stop after COUNT packets, with -i."),
+        click.option("--duration", type=click.FloatRange(0, min_open=True), metavar="SECONDS",
+                     help="Stop after SECONDS, with -i."),
+        click.option("-s", "snaplen", type=click.IntRange(0, 262144), default=0, metavar="SNAPLEN",
+                     help="Bytes captured per packet, with -i (0 = 262144)."),
+    ]):
+        f = dec(f)
+    return f
+
+
 def common_options(f):
-    """Decorate a command with the options every command has and the two
+    """Decorate a command with the options every command has and the
     positional arguments IN and OUT."""
-    @click.argument("in_path", metavar="IN")
-    @click.argument("out_path", metavar="OUT")
+    @click.argument("paths", nargs=-1, metavar="IN OUT", callback=_in_out)
     @click.option("-q", "--quiet", is_flag=True,
                   help="No progress bar and no statistics table (errors are still printed).")
     @click.option("-F", "out_format", type=click.Choice(FORMATS),
@@ -56,7 +86,8 @@ def common_options(f):
                   help="Write statistics as JSON to FILE ('-' = standard output).")
     @click.version_option(__version__, prog_name="pcapgro")
     @functools.wraps(f)
-    def wrapper(**kw):
+    def wrapper(paths, **kw):
+        kw["in_path"], kw["out_path"] = paths
         return f(**kw)
     return wrapper
 
@@ -126,7 +157,7 @@ def _report(stats, quiet, stats_path):
 
 
 def run_command(in_path, out_path, quiet=False, out_format=None, stats_path=None,
-                transform=None, extra_stats=None, build=None, after=None):
+                transform=None, extra_stats=None, build=None, after=None, live=None):
     """Run one IN -> OUT job with the common options.
 
     Args:
@@ -141,6 +172,9 @@ def run_command(in_path, out_path, quiet=False, out_format=None, stats_path=None
                      extra_stats, table) built once the output format is
                      known; ``table`` is None or callable() -> list of lines
                      printed after the packet counts (unless quiet).
+        live:        None, or a :class:`pcapgro.live.LiveCapture` to read
+                     instead of ``in_path``: output is flushed after every
+                     batch, and SIGINT/SIGTERM end the capture normally.
         after:       None or callable() -> (stats dict, lines, status) run
                      once OUT is complete and the input was not damaged
                      (``--verify``); its statistics join the others, its
@@ -151,7 +185,7 @@ def run_command(in_path, out_path, quiet=False, out_format=None, stats_path=None
     """
     if stats_path == "-" and out_path == "-":
         raise click.UsageError("--stats - needs OUT to be a file (standard output is the capture)")
-    reader = open_reader(in_path)
+    reader = live.start() if live is not None else open_reader(in_path)
     status = 0
     damaged = None
     try:
@@ -160,7 +194,11 @@ def run_command(in_path, out_path, quiet=False, out_format=None, stats_path=None
         if build is not None:
             transform, extra_stats, table = build(fmt)
         writer = open_writer(out_path, fmt)
-        progress, bar = _progress_bar(quiet, in_path)
+        if live is not None:
+            _flush_each_batch(writer)
+            progress, bar = None, None
+        else:
+            progress, bar = _progress_bar(quiet, in_path)
         try:
             pipeline.run(reader, writer, transform, progress)
         except DamagedInput as e:
@@ -179,6 +217,8 @@ def run_command(in_path, out_path, quiet=False, out_format=None, stats_path=None
                 bar.close()
     finally:
         reader.close()
+        if live is not None:
+            live.check()
     stats = pipeline.counts(reader, writer)
     if extra_stats is not None:
         stats.update(extra_stats())
@@ -213,6 +253,39 @@ def _verify_option(f):
              "(exit 1 if they differ; needs tshark, IN and OUT files).")(f)
 
 
+def _flush_each_batch(writer):
+    """Live output: write every batch out as soon as it is made (so
+    ``pcapgro merge -i eth0 - | wireshark -k -i -`` shows packets as they
+    come), instead of collecting 1 MiB first."""
+    wb = writer.write_batch
+    sink = writer._sink
+    # the pcap writer puts its file header in front at its first flush
+    flush = getattr(writer, "_flush", None) or sink.flush
+
+    def write_batch(events):
+        wb(events)
+        flush()
+        try:
+            sink.f.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    writer.write_batch = write_batch
+
+
+def _live(opts, quiet):
+    """The LiveCapture for -i, or None; live-only options without -i are a
+    usage error."""
+    iface = opts.pop("iface")
+    bpf, count, duration, snaplen = (opts.pop(k) for k in ("bpf", "count", "duration", "snaplen"))
+    if iface is None:
+        if bpf or count or duration or snaplen:
+            raise click.UsageError("-f, -c, --duration and -s go with -i IFACE")
+        return None
+    from .live import LiveCapture
+    return LiveCapture(iface, bpf=bpf, count=count, duration=duration, snaplen=snaplen,
+                       quiet=quiet)
+
+
 def _verify_after(in_path, out_path, quiet, csum="valid"):
     """The ``after`` hook of :func:`run_command` for ``--verify`` (None when
     not asked); refuses '-' and a missing tshark before anything is written."""
@@ -238,7 +311,7 @@ def _gro_build(opts, quiet):
     from .gro import GROConfig, GROEngine
 
     def build(fmt):
-        if fmt == "pcap" and not quiet:
+        if fmt == "pcap" and not quiet and not opts["gso"]:
             _err("note: pcap output cannot hold the aggregate comments and restore "
                  "records (use -F pcapng to keep them)")
         cfg = GROConfig(
@@ -248,6 +321,10 @@ def _gro_build(opts, quiet):
             hash=opts["hash"], udp=opts["udp"], fraglist=opts["fraglist"],
             local_ports=frozenset(opts["local_port"]), vlan_gro=not opts["no_vlan_gro"],
             annotate=fmt == "pcapng")
+        if opts["gso"]:
+            from .forward import Forwarder
+            fwd = Forwarder(cfg, egress_mtu=opts["egress_mtu"], router=not opts["bridge"])
+            return fwd.process, fwd.stats.to_dict, fwd.stats.table
         engine = GROEngine(cfg)
         return engine.process, lambda: {"gro": engine.stats.to_dict()}, engine.stats.table
     return build
@@ -293,7 +370,15 @@ Examples:
 @click.option("--no-vlan-gro", is_flag=True,
               help="No VLAN GRO handler (a kernel built without CONFIG_VLAN_8021Q): "
                    "802.1Q/802.1ad-tagged frames pass unmerged.")
+@click.option("--gso", is_flag=True,
+              help="Forward: after GRO, segment every aggregate as a Linux forwarder's "
+                   "egress GSO does (TTL/hop limit - 1; fraglist gives the packets back).")
+@click.option("--egress-mtu", type=click.IntRange(68, 65535), metavar="N",
+              help="With --gso: egress MTU; DF/IPv6 aggregates that do not fit are dropped "
+                   "(ICMP counted), IPv4 without DF is fragmented.")
+@click.option("--bridge", is_flag=True, help="With --gso: a bridge, not a router (no TTL change).")
 @_verify_option
+@live_options
 @common_options
 def merge(in_path, out_path, quiet, out_format, stats_path, do_verify, **opts):
     """Merge packets of IN the way Linux GRO does and write OUT.
@@ -302,11 +387,18 @@ def merge(in_path, out_path, quiet, out_format, stats_path, do_verify, **opts):
     receiver's GRO would hand them up; everything else passes unchanged,
     in order.  With --no-gro, copy IN to OUT unchanged.
     """
+    live = _live(opts, quiet)
+    if do_verify and live is not None:
+        raise click.UsageError("--verify needs IN as a file, not live input")
+    if (opts["egress_mtu"] or opts["bridge"]) and not opts["gso"]:
+        raise click.UsageError("--egress-mtu and --bridge go with --gso")
+    if opts["gso"] and opts["no_gro"]:
+        raise click.UsageError("--gso needs GRO (drop --no-gro)")
     after = (_verify_after(in_path, out_path, quiet, "valid" if opts["no_gro"] else opts["csum"])
              if do_verify else None)
     build = _gro_build(opts, quiet)
     sys.exit(run_command(in_path, out_path, quiet, out_format, stats_path, build=build,
-                         after=after))
+                         after=after, live=live))
 
 
 def _split_build(opts, quiet):
@@ -346,6 +438,7 @@ Examples:
               help="Give back the exact original packets of pcapgro merge's own aggregates "
                    "(pcapng written by merge); other packets pass unchanged.")
 @_verify_option
+@live_options
 @common_options
 def split(in_path, out_path, quiet, out_format, stats_path, do_verify, **opts):
     """Split oversized packets of IN into wire-sized segments the way Linux
@@ -356,11 +449,14 @@ def split(in_path, out_path, quiet, out_format, stats_path, do_verify, **opts):
     super-packets need --gso-size.  Packets that need no split pass
     unchanged (partial checksums from a sender's offload are completed).
     """
+    live = _live(opts, quiet)
+    if do_verify and live is not None:
+        raise click.UsageError("--verify needs IN as a file, not live input")
     if opts["restore"] and any(opts[k] for k in ("mss", "gso_size", "fixed_id")):
         raise click.UsageError("--restore takes no segmentation options")
     after = _verify_after(in_path, out_path, quiet) if do_verify else None
     sys.exit(run_command(in_path, out_path, quiet, out_format, stats_path,
-                         build=_split_build(opts, quiet), after=after))
+                         build=_split_build(opts, quiet), after=after, live=live))
 
 
 _VERIFY_EPILOG = """\b
