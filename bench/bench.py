@@ -6,7 +6,12 @@ Generates (no root, cached in /tmp) a classic microsecond pcap of at least
 option, several interleaved flows, continuous sequence numbers, MSS 1448
 payloads, a pure ACK every 8 segments in the reverse direction, valid IPv4
 and TCP checksums (built from a template per flow with incremental one's
-complement sums).  Then times, in the same run, ``editcap`` copying it and
+complement sums).  Timestamp options tick as Linux's do, once per
+millisecond on both ends (``--ts-clock ms``, the default: aggregates then
+end where the kernel's do on such traffic, mostly at the 64 KiB limit), or,
+``--ts-clock ack``, at every ACK (the receiver's TSval, echoed in TSecr,
+changes every 8 segments: 8-segment aggregates, the worst case for
+per-aggregate work).  Then times, in the same run, ``editcap`` copying it and
 ``pcapgro merge --no-gro`` (plus any ``--args`` sets), and prints packets/s,
 the ratio to editcap and the peak RSS of each command.
 
@@ -80,8 +85,11 @@ def _segment(src, dst, smac, dmac, sport, dport, seq, ack, ipid, tsval, tsecr, f
     return dmac + smac + b"\x08\x00" + ip + tcp + payload
 
 
-def generate(path, n_packets):
-    """Write the synthetic capture to ``path`` (at least ``n_packets``)."""
+def generate(path, n_packets, ts_clock="ms"):
+    """Write the synthetic capture to ``path`` (at least ``n_packets``).
+
+    ``ts_clock``: 'ms' (TSval of both ends = milliseconds, as Linux) or
+    'ack' (the receiver's TSval steps at every ACK)."""
     flows = [_Flow(i) for i in range(FLOWS)]
     rec = struct.Struct("<IIII").pack
     ts = 1_700_000_000 * 10**6
@@ -91,6 +99,8 @@ def generate(path, n_packets):
         while n < n_packets:
             for fl in flows:
                 for k in range(BURST):
+                    if ts_clock == "ms":
+                        fl.tsval = (1000 + ts // 1000) & 0xFFFFFFFF
                     fr = _segment(fl.cli, fl.srv, fl.mac_c, fl.mac_s, fl.sport, fl.dport,
                                   fl.seq, fl.ack, fl.ipid, fl.tsval, fl.tsecr, 0x10,
                                   fl.payload, fl.psum)
@@ -101,14 +111,18 @@ def generate(path, n_packets):
                     out.append(fr)
                     n += 1
                     if k % ACK_EVERY == ACK_EVERY - 1:
-                        fl.tsecr += 1
+                        if ts_clock == "ms":
+                            fl.tsecr = (5000 + ts // 1000) & 0xFFFFFFFF
+                        else:
+                            fl.tsecr += 1
                         fr = _segment(fl.srv, fl.cli, fl.mac_s, fl.mac_c, fl.dport, fl.sport,
                                       fl.ack, fl.seq, fl.rid, fl.tsecr, fl.tsval, 0x10, b"", 0)
                         fl.rid = (fl.rid + 1) & 0xFFFF
                         out.append(rec(ts // 10**6, ts % 10**6, len(fr), len(fr)))
                         out.append(fr)
                         n += 1
-                fl.tsval += 1
+                if ts_clock != "ms":
+                    fl.tsval += 1
             if len(out) > 20000:
                 f.write(b"".join(out))
                 out.clear()
@@ -152,12 +166,14 @@ def main():
     ap.add_argument("--args", action="append", default=[],
                     help='extra pcapgro argument set, e.g. "merge --no-verify-csum" (repeatable)')
     ap.add_argument("--pcapgro", default=None, help="pcapgro command (default: this checkout)")
+    ap.add_argument("--ts-clock", choices=["ms", "ack"], default="ms",
+                    help="TCP timestamp clock of the generated traffic (see above)")
     a = ap.parse_args()
 
-    cache = os.path.join(tempfile.gettempdir(), f"pcapgro-bench-{a.packets}.pcap")
+    cache = os.path.join(tempfile.gettempdir(), f"pcapgro-bench-{a.packets}-{a.ts_clock}.pcap")
     if not os.path.exists(cache):
         t = time.perf_counter()
-        generate(cache, a.packets)
+        generate(cache, a.packets, a.ts_clock)
         print(f"generated {cache} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
     n = count_packets(cache)
     size = os.path.getsize(cache)
