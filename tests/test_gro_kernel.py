@@ -174,3 +174,44 @@ def test_tcp_fraglist_keeps_headers_and_local_port_is_standard():
             d[24:26] = b"\0\0"
             assert any(bytes(d) == h[:16] + b"\0\0" + h[18:24] + b"\0\0" + h[26:66]
                        for h in heads)
+
+
+def test_local_port_flows_standard_others_fraglist_in_one_capture():
+    """--fraglist with --local-port 443: in one capture, the flow to the
+    local port is merged the standard way (FIN/PSH OR-ed, a PSH segment
+    merged), the forwarded flow is chained as fraglist (the PSH segment
+    stands alone); statistics count each kind."""
+    from pktbuild import Flow, ACK, PSH
+    local = Flow(4, sport=40000, dport=443)
+    fwd = Flow(4, sport=40001, dport=8000, src="192.168.1.201")
+    pk = []
+    for i in range(4):
+        fl = PSH | ACK if i == 3 else ACK
+        pk.append(local.pkt(i * 1000, 1000, flags=fl))
+        pk.append(fwd.pkt(i * 1000, 1000, flags=fl))
+    for i, p in enumerate(pk):
+        p.ts = 1_000_000_000 + i * 10_000
+    ours, st = merge(pk, fraglist=True, local_ports=frozenset({443}), csum="kernel")
+    views = [(struct.unpack_from("!H", p.data, 36)[0], tcp_view(p)[2]) for p in ours]
+    assert (443, 4000) in views                      # standard: PSH merged
+    assert (8000, 3000) in views and (8000, 1000) in views  # fraglist: PSH alone
+    assert st.by_kind == {"tcp": 1, "tcp_fraglist": 1}
+    d = st.to_dict()["by_kind"]
+    assert d["tcp"] == {"aggregates": 1, "segments": 4}
+    assert d["tcp_fraglist"] == {"aggregates": 1, "segments": 3}
+
+
+WIRE = sorted(p.name[:-len("-wire.pcap")] for p in KERNEL.glob("*-wire.pcap")) if KERNEL.is_dir() else []
+
+
+@pytest.mark.parametrize("name", WIRE)
+@pytest.mark.parametrize("mode", [{}, {"fraglist": True}, {"udp": "gro"}])
+def test_restore_identity_every_wire_capture(name, mode):
+    """merge (standard, --fraglist, --udp gro; pcapng annotations) then
+    split --restore gives back every wire capture exactly."""
+    from pcapgro.restore import Restorer
+    wire = packets(KERNEL / f"{name}-wire.pcap")
+    out = list(GROEngine(GROConfig(**mode)).process(wire))
+    back = [p for p in Restorer().process(out) if type(p) is Packet]
+    assert [(p.ts, p.data, p.orig_len) for p in back] == \
+        [(p.ts, p.data, p.orig_len) for p in wire]

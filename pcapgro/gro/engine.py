@@ -765,6 +765,9 @@ class GROEngine:
         st.aggregates += 1
         st.segments_merged += agg.count
         st.hist[agg.count] += 1
+        kind = ("tcp" if head.proto == 6 else "udp") + ("_fraglist" if agg.flist else "")
+        st.by_kind[kind] += 1
+        st.segments_by_kind[kind] += agg.count
         self.out.append(self._build(agg, t))
 
     def _build(self, agg, t):

@@ -20,6 +20,9 @@ class GROStats:
         hist:        Counter segments-per-aggregate -> aggregates.
         csum:        Counter: verified, bad, seed (pseudo-header seed trusted),
                      skipped_truncated, skipped_l3_flush, skipped_disabled.
+        by_kind, segments_by_kind: Counter protocol and mode ('tcp',
+                     'tcp_fraglist', 'udp', 'udp_fraglist') -> aggregates /
+                     segments in them.
     """
 
     def __init__(self):
@@ -31,6 +34,8 @@ class GROStats:
         self.flush = Counter()
         self.hist = Counter()
         self.csum = Counter()
+        self.by_kind = Counter()
+        self.segments_by_kind = Counter()
 
     def to_dict(self):
         """The statistics as a JSON-ready dict (schema in README, "gro")."""
@@ -49,6 +54,8 @@ class GROStats:
             "flush_reasons": {k.value: v for k, v in sorted(self.flush.items(), key=lambda kv: kv[0].value)},
             "pass_reasons": {k.value: v for k, v in sorted(self.passed.items(), key=lambda kv: kv[0].value)},
             "checksums": dict(sorted(self.csum.items())),
+            "by_kind": {k: {"aggregates": v, "segments": self.segments_by_kind[k]}
+                        for k, v in sorted(self.by_kind.items())},
         }
 
     def table(self):
@@ -60,6 +67,10 @@ class GROStats:
             f"{d['aggregates']} aggregates (mean {spa['mean']}, max {spa['max']} segments), "
             f"{d['singles']} held unmerged, {d['passed']} passed",
         ]
+        if len(d["by_kind"]) > 1 or any(k != "tcp" for k in d["by_kind"]):
+            lines.append("  by kind:           " + ", ".join(
+                f"{k} {v['aggregates']} ({v['segments']} segments)"
+                for k, v in d["by_kind"].items()))
         if d["flush_reasons"]:
             lines.append("  completed because: " + ", ".join(
                 f"{k} {v}" for k, v in sorted(d["flush_reasons"].items(), key=lambda kv: -kv[1])))
