@@ -92,7 +92,20 @@ def common_options(f):
     return wrapper
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _OutputClosed(Exception):
+    """Internal: standard output was closed by its reader (EPIPE).  Not an
+    OSError, so that click does not turn it into a silent exit 1."""
+
+
+class _Group(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise _OutputClosed() from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="pcapgro")
 def cli():
     """Rewrite packet captures the way Linux GRO (merge) and GSO (split) do.
@@ -538,7 +551,7 @@ def main(argv=None):
     except KeyboardInterrupt:
         _err("interrupted")
         status = EXIT_INTERRUPTED
-    except BrokenPipeError:
+    except (BrokenPipeError, _OutputClosed):
         _err("error: output closed (broken pipe)")
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)

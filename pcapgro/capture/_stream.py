@@ -111,7 +111,16 @@ class ByteSink:
             self.parts.clear()
             self.size = 0
             try:
-                self.f.write(data)
+                n = self.f.write(data)
+                if n is not None and n < len(data):
+                    # a pipe may take part of a big write (and the rest
+                    # raise EPIPE): never drop the rest silently
+                    mv = memoryview(data)
+                    while n < len(data):
+                        k = self.f.write(mv[n:])
+                        if not k:
+                            raise UnusableInput("cannot write output: short write")
+                        n += k
             except BrokenPipeError:
                 raise
             except OSError as e:

@@ -234,7 +234,14 @@ class PcapngReader:
                             raise _Bad(pos, f"bad block length {bl} (block type 0x{bt:08x})")
                         need = bl
                         break
+                    if bl < 12 or bl & 3:
+                        raise _Bad(pos, f"bad block length {bl} (block type 0x{bt:08x})")
+                    if tl(buf, e - 8)[1] != bl:
+                        raise _Bad(pos, f"block total length {bl} does not match its "
+                                        f"trailing length {tl(buf, e - 8)[1]}")
                     if bt == EPB:
+                        if bl < 32:
+                            raise _Bad(pos, f"bad block length {bl} for an enhanced packet block")
                         iface, hi, lo, cl, ol = epb(buf, pos + 8)
                         s = pos + 28
                         oe = s + ((cl + 3) & ~3)
@@ -256,14 +263,14 @@ class PcapngReader:
                     elif bt == SPB:
                         if not ifs:
                             raise _Bad(pos, "simple packet block before any interface")
+                        if bl < 16:
+                            raise _Bad(pos, f"bad block length {bl} for a simple packet block")
                         ol = tl(buf, pos + 8)[0]
                         lt = ifs[0][0]
                         snap = ifs[0][4]
                         cl = min(ol, bl - 16)
                         if snap and snap < cl:
                             cl = snap
-                        if bl < 16:
-                            raise _Bad(pos, f"bad block length {bl} for a simple packet block")
                         app(P(0, buf[pos + 12:pos + 12 + cl], ol, 0, lt, PacketMeta(BLOCK_SPB)))
                         n0 += 1
                         nb += cl
@@ -328,6 +335,9 @@ class PcapngReader:
             if src.eof:
                 if pos == end:
                     return
+                if first:
+                    raise UnusableInput(f"{self.name}: truncated section header block "
+                                        f"({end - pos} of {need} bytes)")
                 raise src.damaged(pos, f"truncated block ({end - pos} bytes left, "
                                        f"{need} needed)")
             buf = src.refill(pos, need)
@@ -336,6 +346,9 @@ class PcapngReader:
             if end < need:
                 if end == 0:
                     return
+                if first:
+                    raise UnusableInput(f"{self.name}: truncated section header block "
+                                        f"({end} of {need} bytes)")
                 raise src.damaged(pos, f"truncated block ({end} bytes left, {need} needed)")
 
 
