@@ -131,6 +131,63 @@ def generate(path, n_packets, ts_clock="ms"):
     return n
 
 
+def stream(f, n_bytes):
+    """Write a synthetic capture of about ``n_bytes`` to the binary file
+    object ``f`` (a pipe) as it is generated: the traffic of
+    :func:`generate` (ms TCP timestamp clock), nothing kept on disk.
+    Returns (packets, bytes) written."""
+    flows = [_Flow(i) for i in range(FLOWS)]
+    rec = struct.Struct("<IIII").pack
+    ts = 1_700_000_000 * 10**6
+    n = 0
+    size = 24
+    f.write(b"\xd4\xc3\xb2\xa1" + struct.pack("<HHiIII", 2, 4, 0, 0, 262144, 1))
+    out = []
+    while size < n_bytes:
+        for fl in flows:
+            for k in range(BURST):
+                fl.tsval = (1000 + ts // 1000) & 0xFFFFFFFF
+                fr = _segment(fl.cli, fl.srv, fl.mac_c, fl.mac_s, fl.sport, fl.dport,
+                              fl.seq, fl.ack, fl.ipid, fl.tsval, fl.tsecr, 0x10,
+                              fl.payload, fl.psum)
+                fl.seq = (fl.seq + MSS) & 0xFFFFFFFF
+                fl.ipid = (fl.ipid + 1) & 0xFFFF
+                ts += 1
+                out += (rec(ts // 10**6, ts % 10**6, len(fr), len(fr)), fr)
+                size += 16 + len(fr)
+                n += 1
+                if k % ACK_EVERY == ACK_EVERY - 1:
+                    fl.tsecr = (5000 + ts // 1000) & 0xFFFFFFFF
+                    fr = _segment(fl.srv, fl.cli, fl.mac_s, fl.mac_c, fl.dport, fl.sport,
+                                  fl.ack, fl.seq, fl.rid, fl.tsecr, fl.tsval, 0x10, b"", 0)
+                    fl.rid = (fl.rid + 1) & 0xFFFF
+                    out += (rec(ts // 10**6, ts % 10**6, len(fr), len(fr)), fr)
+                    size += 16 + len(fr)
+                    n += 1
+        if len(out) > 4000:
+            f.write(b"".join(out))
+            out.clear()
+    f.write(b"".join(out))
+    return n, size
+
+
+def stream_merge(n_bytes, pcapgro, args=("merge",)):
+    """Stream ``n_bytes`` of :func:`stream` traffic into ``pcapgro ARGS -q -
+    -`` (output to /dev/null) through a pipe.  Returns (exit status, packets,
+    bytes, seconds, peak RSS of pcapgro in KiB (wait4 ru_maxrss))."""
+    t = time.perf_counter()
+    p = subprocess.Popen([*pcapgro, *args, "-q", "-", "-"], stdin=subprocess.PIPE,
+                         stdout=subprocess.DEVNULL)
+    try:
+        n, size = stream(p.stdin, n_bytes)
+        p.stdin.close()
+    except BrokenPipeError:
+        n, size = -1, -1
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return p.returncode, n, size, time.perf_counter() - t, ru.ru_maxrss
+
+
 def count_packets(path):
     """Number of records of a classic pcap (walks the record headers)."""
     n = 0
@@ -168,7 +225,12 @@ def main():
     ap.add_argument("--pcapgro", default=None, help="pcapgro command (default: this checkout)")
     ap.add_argument("--ts-clock", choices=["ms", "ack"], default="ms",
                     help="TCP timestamp clock of the generated traffic (see above)")
+    ap.add_argument("--stream-gb", type=float, metavar="N",
+                    help="instead: stream N GB of generated traffic into 'pcapgro merge - -' "
+                         "through a pipe (no file on disk) and print pcapgro's peak RSS")
     a = ap.parse_args()
+    if a.stream_gb:
+        return main_stream(a)
 
     cache = os.path.join(tempfile.gettempdir(), f"pcapgro-bench-{a.packets}-{a.ts_clock}.pcap")
     if not os.path.exists(cache):
@@ -216,5 +278,23 @@ def main():
         shutil.rmtree(outdir, ignore_errors=True)
 
 
+def _pcapgro_cmd(a):
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return shlex.split(a.pcapgro) if a.pcapgro else [sys.executable, "-c",
+        f"import sys; sys.path.insert(0, {repo!r}); from pcapgro.cli import main; main()"]
+
+
+def main_stream(a):
+    """--stream-gb N: bounded memory on a big streamed capture."""
+    for argset in ["merge"] + a.args:
+        rc, n, size, dt, rss = stream_merge(int(a.stream_gb * 1e9), _pcapgro_cmd(a),
+                                            shlex.split(argset))
+        print(f"pcapgro {argset} - -: {size / 1e9:.2f} GB streamed, {n:,} packets, "
+              f"{dt:.0f} s, exit {rc}, peak RSS {rss / 1024:.0f} MiB")
+        if rc != 0:
+            return 1
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -155,7 +155,7 @@ class PcapReader:
         self.nanosecond = res == 9
         self.modified = modified
         self.snaplen = snaplen
-        self.linktype = linktype & 0x03FFFFFF
+        self.linktype = linktype & 0xFFFF     # LT_LINKTYPE: FCS and reserved bits off, as libpcap
         self.version = (major, minor)
         self._pos = 24
         self.packets = 0
