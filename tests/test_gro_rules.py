@@ -1416,3 +1416,68 @@ def test_no_vlan_gro_passes_tagged_frames():
     P, out, eng = run([f.pkt(i * PL, PL) for i in range(4)], vlan_gro=False)
     assert sizes(P) == [PL] * 4
     check_reasons(eng, {}, {Pass.NO_HANDLER: 4})
+
+
+# =============================================================== TCP fraglist
+
+def test_fraglist_psh_segment_stands_alone():
+    """Fraglist (6.18): the whole flag word must be equal, so a PSH segment
+    is not chained: the aggregate before it is completed, and it passes
+    (its flags force a flush) -- unlike standard GRO, which merges it."""
+    f = Flow(4)
+    pk = [f.pkt(i * PL, PL) for i in range(3)] + [f.pkt(3 * PL, PL, ACK | PSH)]
+    P, out, eng = run(pk, fraglist=True)
+    assert sizes(P) == [3 * PL, PL]
+    check_reasons(eng, {Flush.FLAGS_CHANGED: 1}, {Pass.FLAGS: 1})
+    P, out, eng = run(pk)
+    assert sizes(P) == [4 * PL]
+
+
+def test_fraglist_tcp_header_untouched_with_kernel_csum():
+    """A fraglist aggregate keeps its first packet's TCP header (checksum
+    included) with csum='kernel'; only IP lengths/checksum change."""
+    f = Flow(4)
+    pk = [f.pkt(i * PL, PL) for i in range(4)]
+    P, out, eng = run(pk, fraglist=True, csum="kernel")
+    assert sizes(P) == [4 * PL]
+    first = stamp(pk)[0].data
+    agg = out[0].data
+    assert agg[34:34 + 32] == first[34:34 + 32]          # TCP header as sent
+    assert P[0].ip_csum_ok
+    P2, out2, _ = run(pk, fraglist=True)                  # csum='valid'
+    assert P2[0].tcp_csum_ok
+
+
+def test_fraglist_64_segment_cap():
+    """At most 64 segments in a TCP fraglist aggregate: the 65th starts a
+    new one (tcp_gro_receive: count >= 64 flushes)."""
+    f = Flow(4)
+    P, out, eng = run([f.pkt(i * 100, 100) for i in range(70)], fraglist=True)
+    assert sizes(P) == [6400, 600]
+    assert eng.stats.flush[Flush.SEGMENT_LIMIT] == 1
+
+
+def test_fraglist_size_cap_counts_every_header():
+    """skb_gro_receive_list: p->len + the new packet's full L3 length must
+    stay below 65536 (standard: + its payload only).  IPv4+TCP+timestamps
+    (52 header bytes), mss 1023: standard GRO fits 64 segments
+    (52 + 64 x 1023 = 65524); fraglist refuses the 64th, since 52 + 63 x
+    1023 + 1075 = 65576 >= 65536: 63 segments."""
+    from pktbuild import ts_option
+    f = Flow(4, options=ts_option(1, 2))
+    pk = [f.pkt(i * 1023, 1023) for i in range(66)]
+    P, out, eng = run(pk, fraglist=True)
+    assert sizes(P)[0] == 63 * 1023
+    assert eng.stats.flush[Flush.SIZE_LIMIT] == 1
+    P, out, eng = run(pk)
+    assert sizes(P)[0] == 64 * 1023
+
+
+def test_fraglist_local_port_keeps_standard_gro():
+    """--local-port: a flow with a local socket uses standard GRO even with
+    rx-gro-list on (tcp4_check_fraglist_gro finds the socket)."""
+    f = Flow(4, dport=443)
+    pk = [f.pkt(i * PL, PL) for i in range(3)] + [f.pkt(3 * PL, PL, ACK | PSH)]
+    P, out, eng = run(pk, fraglist=True, local_ports=frozenset({443}))
+    assert sizes(P) == [4 * PL]
+    assert eng.stats.by_kind == {"tcp": 1}
