@@ -158,3 +158,31 @@ def warn(msg):
         sys.stderr.flush()
     except OSError:
         pass
+
+
+class ReaderBase:
+    """What the pcap and pcapng readers share: progress, closing, context
+    manager, and iteration over the events of :meth:`batches` (which each
+    reader defines).  Subclasses set ``_src`` (a ByteSource) and ``_f``."""
+
+    @property
+    def bytes_read(self):
+        """Bytes read from the input so far (int)."""
+        return self._src.bytes_read
+
+    def close(self):
+        """Close the underlying file (not stdin)."""
+        f = self._f
+        if f is not None and f.fileno() > 2:
+            f.close()
+        self._f = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __iter__(self):
+        for batch in self.batches():
+            yield from batch

@@ -23,7 +23,7 @@ import sys
 
 from ..errors import UnusableInput
 from ..record import Packet, Interface, Section, Block
-from ._stream import ByteSource, ByteSink, FLUSH, warn
+from ._stream import ByteSource, ByteSink, FLUSH, ReaderBase, warn
 
 __all__ = ["PcapReader", "PcapWriter", "PCAP_MAGICS", "SNAPLEN_DEFAULT"]
 
@@ -117,7 +117,7 @@ class RecordChunk:
         return out
 
 
-class PcapReader:
+class PcapReader(ReaderBase):
     """Reads a classic pcap file from a binary file object, without seeking.
 
     Iterating yields one :class:`Section`, one :class:`Interface`, then one
@@ -161,28 +161,6 @@ class PcapReader:
         self.packets = 0
         self.packet_bytes = 0
         self._f = f
-
-    @property
-    def bytes_read(self):
-        """Bytes read from the input so far (int)."""
-        return self._src.bytes_read
-
-    def close(self):
-        """Close the underlying file (not stdin)."""
-        f = self._f
-        if f is not None and f.fileno() > 2:
-            f.close()
-        self._f = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __iter__(self):
-        for batch in self.batches():
-            yield from batch
 
     def batches(self, lazy=False):
         """Yield lists of events; the first list is ``[Section, Interface]``,

@@ -30,7 +30,7 @@ import sys
 from ..errors import UnusableInput
 from ..record import (Packet, PacketMeta, Interface, Section, Block,
                       BLOCK_EPB, BLOCK_SPB, BLOCK_PB)
-from ._stream import ByteSource, ByteSink, FLUSH, warn
+from ._stream import ByteSource, ByteSink, FLUSH, ReaderBase, warn
 
 __all__ = ["PcapngReader", "PcapngWriter", "PCAPNG_MAGIC"]
 
@@ -120,7 +120,7 @@ def _packet_meta(block, opts, bo):
     return PacketMeta(block, comments, flags, other)
 
 
-class PcapngReader:
+class PcapngReader(ReaderBase):
     """Reads a pcapng file from a binary file object, without seeking.
 
     Iterating yields, in block order: :class:`Section` per SHB,
@@ -155,28 +155,6 @@ class PcapngReader:
         self.packets = 0
         self.packet_bytes = 0
         self._warned_fine = False
-
-    @property
-    def bytes_read(self):
-        """Bytes read from the input so far (int)."""
-        return self._src.bytes_read
-
-    def close(self):
-        """Close the underlying file (not stdin)."""
-        f = self._f
-        if f is not None and f.fileno() > 2:
-            f.close()
-        self._f = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __iter__(self):
-        for batch in self.batches():
-            yield from batch
 
     def _interface(self, buf, pos, e, bo):
         lt, _res, snap = struct.unpack_from(bo + "HHI", buf, pos + 8)
