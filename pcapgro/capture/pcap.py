@@ -226,20 +226,34 @@ class PcapReader(ReaderBase):
                 self.packet_bytes += pos - start - n * hl
                 yield out
             # need more input: either a record header or a whole record
-            if cl > MAX_RECORD:
-                raise src.damaged(pos, f"implausible record length {cl}")
-            need = hl if cl < 0 else hl + cl
-            if src.eof:
-                if pos == end:
-                    return
-                raise self._truncated(src, pos, end, hl, cl)
-            buf = src.refill(pos, need)
+            buf = self._more(src, pos, end, hl, cl)
+            if buf is None:
+                return
             pos = 0
             end = len(buf)
-            if end < need:
-                if end == 0:
-                    return
-                raise self._truncated(src, pos, end, hl, cl)
+
+    def _more(self, src, pos, end, hl, cl):
+        """More input after the last whole record, which ends at ``pos`` of a
+        buffer of ``end`` bytes; ``cl`` is the captured length of the record
+        cut by the buffer's end (-1: its header is cut).
+
+        Returns the refilled buffer (records start at 0), or None at a clean
+        end of input.  Raises DamagedInput: an implausible record length, or
+        a record cut by the end of the file."""
+        if cl > MAX_RECORD:
+            raise src.damaged(pos, f"implausible record length {cl}")
+        need = hl if cl < 0 else hl + cl
+        if src.eof:
+            if pos == end:
+                return None
+            raise self._truncated(src, pos, end, hl, cl)
+        buf = src.refill(pos, need)
+        end = len(buf)
+        if end < need:
+            if end == 0:
+                return None
+            raise self._truncated(src, 0, end, hl, cl)
+        return buf
 
     def _chunks(self):
         """batches(lazy=True) after the header events."""
@@ -280,20 +294,11 @@ class PcapReader(ReaderBase):
                 c.mul = mul
                 c.off = None
                 yield c
-            if cl > MAX_RECORD:
-                raise src.damaged(pos, f"implausible record length {cl}")
-            need = hl if cl < 0 else hl + cl
-            if src.eof:
-                if pos == end:
-                    return
-                raise self._truncated(src, pos, end, hl, cl)
-            buf = src.refill(pos, need)
+            buf = self._more(src, pos, end, hl, cl)
+            if buf is None:
+                return
             pos = 0
             end = len(buf)
-            if end < need:
-                if end == 0:
-                    return
-                raise self._truncated(src, pos, end, hl, cl)
 
     def raw_batches(self):
         """Pass-through fast path: yield ``(records, n, maxcaplen)`` where
