@@ -42,7 +42,7 @@ from .flush import Flush, Pass
 from .seg import Agg, Seg
 from .fastpath import classify, classify_chunk
 from .stats import GROStats
-from .tcp import CWR, FINAL_FLAGS, PSH, FIN, final_flush, merge_flush, seed
+from .tcp import PSH, FIN, final_flush, merge_flush, seed
 from .udp import UDP_GRO_CNT_MAX, segment_checks
 from .network import network_flush
 
@@ -141,7 +141,6 @@ class GROEngine:
         receiving host would see, in order (what :meth:`process` yields, in
         lists: one per input list, plus one at the end).  Same results as
         :meth:`process`; cheaper, as no event goes through a generator."""
-        cfg = self.cfg
         try:
             for batch in batches:
                 if getattr(batch, "lazy", False):
@@ -291,30 +290,17 @@ class GROEngine:
 
     def _run_general(self, batch, base, ts, a, b):
         """Packets ``a..b-1`` of ``batch`` (one poll) on the general path."""
-        verify = self.cfg.verify_csum
+        general = self._general
         for i in range(a, b):
-            ev = batch[i]
-            self.idx = base + i
-            self._ps = None
-            seg = self._parse(ev)
-            if verify and type(seg) is Seg:
-                seg = self._verify_one(seg)
-            if type(seg) is Seg:
-                if seg.proto == 6:
-                    self._receive(seg, ts[i])
-                else:
-                    self._receive_udp(seg, ts[i])
-            else:
-                self._pass(ev, seg)
+            general(batch[i], base + i, ts[i])
 
     def _run_fast(self, refs, get, base, cls, ts, a, b):
         """Packets ``a..b-1`` (one poll) with the fast path.  ``get(i)``:
         Packet i; ``refs[i]``: what a merged packet i is kept as in
         ``Agg.pkts`` (the Packet, or a reference to it)."""
         prev, plen, pay, seqn, did, ok, _, psum, runend, owner = cls
-        verify = self.cfg.verify_csum
         limit = self.limit
-        receive = self._receive
+        general = self._general
         flows = self.flows
         i = a
         while i < b:
@@ -375,20 +361,9 @@ class GROEngine:
                         self._pass(ev, Pass.PURE_ACK)
                         i += 1
                         continue
-                self._ps = psum[i]
-                seg = ipv4.receive(ev, 14, 0)   # checksums already good
+                owner[i] = general(ev, base + i, ts[i], psum[i], True)
             else:
-                self._ps = None
-                seg = self._parse(ev)
-                if verify and type(seg) is Seg:
-                    seg = self._verify_one(seg)
-            if type(seg) is Seg:
-                if seg.proto == 6:
-                    owner[i] = receive(seg, ts[i])
-                else:
-                    owner[i] = self._receive_udp(seg, ts[i])
-            else:
-                self._pass(ev, seg)
+                owner[i] = general(ev, base + i, ts[i])
             i += 1
 
     def _loop_budget(self, batch, base, cls):
@@ -398,7 +373,6 @@ class GROEngine:
         gap = cfg.poll_gap_ns
         timeout = cfg.gro_flush_timeout
         budget = cfg.napi_budget
-        verify = cfg.verify_csum
         fast = cls is not None
         flows = self.flows
         limit = self.limit
@@ -443,32 +417,36 @@ class GROEngine:
                                 agg.psums.append(psum[i])
                                 owner[i] = agg
                                 continue
-                    self.idx = base + i
-                    self._ps = psum[i]
                     if ok[i]:
-                        seg = ipv4.receive(ev, 14, 0)   # checksums already good
+                        owner[i] = self._general(ev, base + i, t, psum[i], True)
                     else:
-                        seg = self._parse(ev)
-                        if verify and type(seg) is Seg:
-                            seg = self._verify_one(seg)
+                        owner[i] = self._general(ev, base + i, t)
                 else:
-                    self.idx = base + i
-                    self._ps = None
-                    seg = self._parse(ev)
-                    if verify and type(seg) is Seg:
-                        seg = self._verify_one(seg)
-                if type(seg) is Seg:
-                    if seg.proto == 6:
-                        agg = self._receive(seg, t)
-                    else:
-                        agg = self._receive_udp(seg, t)
-                    if fast:
-                        owner[i] = agg
-                else:
-                    self._pass(ev, seg)
+                    self._general(ev, base + i, t)
         finally:
             self.last_ts = last_ts
             self.in_poll = in_poll
+
+    def _general(self, ev, idx, t, ps=None, checked=False):
+        """The general (reference) path for one packet: parse, verify,
+        receive or pass.  ``idx``: its input index; ``t``: its time;
+        ``checked``: classify already found it a plain Ethernet/IPv4/TCP
+        packet with good checksums (it is not verified again), ``ps`` its
+        payload sum from classify.  Returns the Agg now holding it, or None."""
+        self.idx = idx
+        self._ps = ps
+        if checked:
+            seg = ipv4.receive(ev, 14, 0)   # checksums already good
+        else:
+            seg = self._parse(ev)
+            if self.cfg.verify_csum and type(seg) is Seg:
+                seg = self._verify_one(seg)
+        if type(seg) is not Seg:
+            self._pass(ev, seg)
+            return None
+        if seg.proto == 6:
+            return self._receive(seg, t)
+        return self._receive_udp(seg, t)
 
     # -------------------------------------------------------------- parsing
 
