@@ -9,6 +9,7 @@ what makes pcapgro fast enough in pure Python: no per-record ``read()`` or
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 
@@ -16,6 +17,10 @@ from ..errors import DamagedInput, UnusableInput
 
 CHUNK = 1 << 20          # bytes per read() of the input
 FLUSH = 1 << 20          # bytes collected before one write() of the output
+
+# file object types whose readinto(b) is read(len(b)) copied into b
+_READINTO = (io.FileIO, io.BufferedReader, io.BufferedRandom, io.BytesIO)
+_SLACK = 1 << 16         # ByteSource(into=True) buffers: allocation granule
 
 
 class ByteSource:
@@ -26,22 +31,38 @@ class ByteSource:
         buf:        bytes currently buffered, ``buf[pos:]`` not yet consumed.
         base:       input byte offset of ``buf[0]``.
         bytes_read: total bytes read from ``f`` so far (for progress bars).
-        eof:        True once ``f.read`` returned b"".
+        eof:        True once ``f.read`` (``readinto``) returned nothing.
+
+    With ``into=True`` every buffer :meth:`refill` returns is a NEW
+    ``bytearray`` (never reused nor resized afterwards: consumers may keep
+    it, slices and memoryviews of it for as long as they like), filled with
+    ``readinto`` where ``f`` is a plain file, pipe or BytesIO: each input
+    byte is copied once (by the kernel) instead of three times (read, then
+    the join with the leftover).  Slices of it are bytearrays: a consumer
+    that hands out packet data converts them (``mv[s:e].tobytes()``).
+    Default (``into=False``): ``bytes`` buffers (the pcapng reader hashes
+    and keeps slices of them).
     """
 
-    __slots__ = ("f", "buf", "base", "bytes_read", "eof")
+    __slots__ = ("f", "buf", "base", "bytes_read", "eof", "_into", "_readinto")
 
-    def __init__(self, f, head=b""):
+    def __init__(self, f, head=b"", into=False):
         self.f = f
         self.buf = head
         self.base = 0
         self.bytes_read = len(head)
         self.eof = False
+        self._into = into
+        # readinto only where its semantics are read()'s (a subclass or
+        # another file-like object may define read() alone, or differently)
+        self._readinto = f.readinto if into and type(f) in _READINTO else None
 
     def refill(self, pos, need):
         """Drop ``buf[:pos]`` and read until at least ``need`` bytes are
         buffered (or end of file).  Returns the new buffer; the caller's
         position becomes 0.  Raises UnusableInput on an OS read error."""
+        if self._into:
+            return self._refill_into(pos, need)
         buf = self.buf[pos:]
         self.base += pos
         f = self.f
@@ -59,6 +80,73 @@ class ByteSource:
             parts.append(chunk)
             have += len(chunk)
         buf = parts[0] if len(parts) == 1 else b"".join(parts)
+        self.buf = buf
+        return buf
+
+    def _refill_into(self, pos, need):
+        old = self.buf
+        have = len(old) - pos
+        self.base += pos
+        if have >= need or self.eof:
+            # nothing to read: only drop what was consumed
+            buf = bytearray(old[pos:]) if pos or type(old) is not bytearray else old
+            self.buf = buf
+            return buf
+        # what refill() asks for: max(CHUNK, need - have) more bytes
+        cap = have + max(CHUNK, need - have)
+        # The buffer is allocated for up to CHUNK more bytes and grown (by
+        # doubling) only as the data come: a damaged length field may ask
+        # for 256 MiB of a small file.  Its size is rounded up to _SLACK
+        # (the bytearray is then cut down to what was read, which does not
+        # reallocate): buffers of one size are what malloc recycles; a new
+        # size every time costs ~40% of the buffer's pages in page faults
+        # (freed memory given back to the system and taken again).
+        size = max(CHUNK + _SLACK, -(-min(cap, have + CHUNK) // _SLACK) * _SLACK)
+        buf = bytearray(size)
+        mv = memoryview(buf)
+        if have:
+            mv[:have] = memoryview(old)[pos:]
+        old = None
+        lim = min(cap, size)
+        readinto = self._readinto
+        read = self.f.read
+        try:
+            while have < need:
+                if have == lim:
+                    # full (lim < cap): twice the room, up to cap
+                    size = min(cap, 2 * size)
+                    grown = bytearray(size)
+                    grown[:have] = mv[:have]
+                    mv.release()
+                    buf = grown
+                    mv = memoryview(buf)
+                    lim = size
+                try:
+                    if readinto is not None:
+                        k = readinto(mv[have:lim])
+                    else:
+                        chunk = read(lim - have)
+                        k = len(chunk) if chunk else 0
+                        if k > lim - have:
+                            # more than asked for: keep it all, as refill()
+                            mv.release()
+                            del buf[have:]
+                            buf += chunk
+                            size = lim = cap = have + k
+                            mv = memoryview(buf)
+                        elif k:
+                            mv[have:have + k] = chunk
+                except OSError as e:
+                    raise UnusableInput(f"cannot read input: {e.strerror or e}") from None
+                if not k:
+                    self.eof = True
+                    break
+                self.bytes_read += k
+                have += k
+        finally:
+            mv.release()
+        if have < len(buf):
+            del buf[have:]
         self.buf = buf
         return buf
 

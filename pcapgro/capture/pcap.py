@@ -3,10 +3,11 @@
 pcapgro reads and writes these itself rather than with ``dpkt.pcap``:
 dpkt's Reader drops the original length, returns float/Decimal timestamps
 and costs ~2.8 us per record; dpkt's Writer writes ``snaplen=1500`` and
-``caplen == len``.  Here the input is read in 1 MiB chunks and record headers
-are decoded with a precompiled ``struct.Struct.unpack_from`` directly out of
-the chunk; output records are packed with ``struct.Struct.pack`` into a list
-and written with one ``b"".join`` per >= 1 MiB.  Constant memory.
+``caplen == len``.  Here the input is read in 1 MiB chunks (each a new
+bytearray, filled by ``readinto``) and record headers are decoded with a
+precompiled ``struct.Struct.unpack_from`` directly out of the chunk; output
+records are packed with ``struct.Struct.pack`` into a list and written
+with one ``b"".join`` per >= 1 MiB.  Constant memory.
 
 File header (24 bytes): magic, version 2.4, thiszone, sigfigs, snaplen,
 linktype.  Magics understood (both byte orders): 0xa1b2c3d4 (microsecond),
@@ -47,7 +48,8 @@ class PacketBatch(list):
     fast path does, :func:`pcapgro.gro.fastpath.classify`).
 
     Attributes:
-        buf:  the chunk (bytes).
+        buf:  the chunk (a bytearray, never modified nor reused by the
+              reader; the Packets' data are bytes copied out of it).
         recs: offset in ``buf`` of each packet's record header (list of int).
         hl:   record header length (16, or 24 for modified pcap); a
               packet's bytes start at ``rec + hl``.
@@ -83,10 +85,13 @@ class RecordChunk:
         """numpy int64 arrays ``(off, cap, orig, ts)`` (also kept as lists
         in the attributes of the same names)."""
         import numpy as np
-        r = np.array(self.recs, dtype=np.int64)
-        u8 = np.frombuffer(self.buf, dtype=np.uint8)
-        at = r[:, None] + np.arange(16, dtype=np.int64)
-        h = np.ascontiguousarray(u8[at]).view(self.byteorder + "u4").astype(np.int64)
+        recs = self.recs
+        r = np.fromiter(recs, np.int64, len(recs))
+        buf = self.buf
+        # the 4 uint32 at every byte offset of the chunk (a view, no copy):
+        # the rows of the record headers are gathered
+        rows = np.ndarray((len(buf) - 15, 4), self.byteorder + "u4", buf, 0, (1, 4))
+        h = rows[r].astype(np.int64)
         off = r + self.hl
         cap = h[:, 2]
         orig = h[:, 3]
@@ -99,16 +104,21 @@ class RecordChunk:
         return off, cap, orig, ts
 
     def packet(self, i):
-        """Packet ``i`` (after :meth:`columns`)."""
+        """Packet ``i`` (after :meth:`columns`); its data is ``bytes`` (a
+        copy: ``buf`` is a bytearray)."""
         s = self.off[i]
-        return Packet(self.ts[i], self.buf[s:s + self.cap[i]], self.orig[i], 0,
+        return Packet(self.ts[i], self.mv[s:s + self.cap[i]].tobytes(), self.orig[i], 0,
                       self.linktype, None)
 
     def packets(self):
         """Every packet, as a :class:`PacketBatch`."""
         if not hasattr(self, "off") or self.off is None:
             self.columns()
-        out = PacketBatch(map(self.packet, range(len(self.recs))))
+        P = Packet
+        mv = self.mv
+        lt = self.linktype
+        out = PacketBatch([P(t, mv[s:s + c].tobytes(), o, 0, lt, None)
+                           for s, c, o, t in zip(self.off, self.cap, self.orig, self.ts)])
         out.buf = self.buf
         out.recs = self.recs
         out.hl = self.hl
@@ -143,11 +153,12 @@ class PcapReader(ReaderBase):
 
     def __init__(self, f, head=b"", name="input"):
         self.name = name
-        self._src = src = ByteSource(f, head)
+        self._src = src = ByteSource(f, head, into=True)
         buf = src.refill(0, 24)
-        if len(buf) < 4 or buf[:4] not in PCAP_MAGICS:
+        magic = bytes(buf[:4])
+        if len(buf) < 4 or magic not in PCAP_MAGICS:
             raise UnusableInput(f"{name}: not a pcap file")
-        bo, res, modified = PCAP_MAGICS[buf[:4]]
+        bo, res, modified = PCAP_MAGICS[magic]
         if len(buf) < 24:
             raise UnusableInput(f"{name}: truncated pcap file header ({len(buf)} of 24 bytes)")
         major, minor, _zone, _sigfigs, snaplen, linktype = struct.unpack_from(bo + "HHiIII", buf, 4)
@@ -187,6 +198,8 @@ class PcapReader(ReaderBase):
         end = len(buf)
         bo = self.byteorder
         while True:
+            # buf is a bytearray: Packet data are bytes copied out of it
+            mv = memoryview(buf)
             out = PacketBatch()
             app = out.append
             recs = []
@@ -200,7 +213,7 @@ class PcapReader(ReaderBase):
                     e = s + cl
                     if e > end:
                         break
-                    app(P(sec * 1000000000 + frac * 1000, buf[s:e], ol, 0, lt, None))
+                    app(P(sec * 1000000000 + frac * 1000, mv[s:e].tobytes(), ol, 0, lt, None))
                     rapp(pos)
                     pos = e
                     cl = -1
@@ -211,7 +224,7 @@ class PcapReader(ReaderBase):
                     e = s + cl
                     if e > end:
                         break
-                    app(P(sec * 1000000000 + frac, buf[s:e], ol, 0, lt, None))
+                    app(P(sec * 1000000000 + frac, mv[s:e].tobytes(), ol, 0, lt, None))
                     rapp(pos)
                     pos = e
                     cl = -1
@@ -273,14 +286,18 @@ class PcapReader(ReaderBase):
             recs = []
             rapp = recs.append
             start = pos
-            cl = -1
-            while pos + hl <= end:
-                e = pos + hl + caplen(buf, pos)[0]
-                if e > end:
-                    cl = e - pos - hl
-                    break
+            lim = end - hl
+            # each record's start is taken, then whether it ends inside
+            # the buffer is seen from the next start: one check per record
+            while pos <= lim:
+                (cl,) = caplen(buf, pos)
                 rapp(pos)
-                pos = e
+                pos += hl + cl
+            if pos > end:
+                # the last record is cut by the end of the buffer
+                pos = recs.pop()
+            else:
+                cl = -1
             if recs:
                 n = len(recs)
                 self.packets += n
@@ -317,19 +334,22 @@ class PcapReader(ReaderBase):
         end = len(buf)
         while True:
             start = pos
-            n = 0
-            mx = 0
-            cl = -1
-            while pos + 16 <= end:
-                cl = caplen(buf, pos)[0]
-                e = pos + 16 + cl
-                if e > end:
-                    break
-                if cl > mx:
-                    mx = cl
-                pos = e
-                n += 1
+            cls = []
+            capp = cls.append
+            lim = end - 16
+            # as in _chunks: one check per record
+            while pos <= lim:
+                (cl,) = caplen(buf, pos)
+                capp(cl)
+                pos += 16 + cl
+            if pos > end:
+                # the last record is cut by the end of the buffer
+                cl = cls.pop()
+                pos -= 16 + cl
+            else:
                 cl = -1
+            n = len(cls)
+            mx = max(cls) if n else 0
             if n:
                 self.packets += n
                 self.packet_bytes += pos - start - 16 * n
