@@ -6,6 +6,9 @@
   Packet data made from it are ``bytes``.
 * the record walks with one bounds check per record: same records, same
   DamagedInput offsets, at every chunk size.
+* ``ByteSink.flush`` with ``os.writev`` (plain files and pipes): partial
+  writes resumed exactly, batches of at most IOV_MAX parts, the same errors
+  as the join path, byte-identical output.
 """
 
 import errno
@@ -18,11 +21,11 @@ import threading
 import pytest
 
 from builders import pcap, pkt
-from pcapgro.capture import _stream
-from pcapgro.capture.pcap import PcapReader, RecordChunk
-from pcapgro.capture._stream import ByteSource
+from pcapgro.capture import _stream, open_reader, open_writer
+from pcapgro.capture.pcap import PcapReader, PcapWriter, RecordChunk
+from pcapgro.capture._stream import ByteSink, ByteSource
 from pcapgro.errors import DamagedInput, UnusableInput
-from pcapgro.record import Packet
+from pcapgro.record import Interface, Packet, Section
 
 
 def records(n, seed=0, res="us"):
@@ -343,3 +346,269 @@ def test_clean_end_on_a_chunk_boundary(monkeypatch):
             assert n == 10 == r.packets
         r = PcapReader(io.BytesIO(data))
         assert sum(n for _, n, _ in r.raw_batches()) == 10
+
+
+# --- ByteSink with os.writev ---------------------------------------------
+
+def parts_for(n, seed=1, sizes=(16, 45000, 66, 1514, 0, 3)):
+    rnd = random.Random(seed)
+    return [rnd.randbytes(rnd.choice(sizes)) for _ in range(n)]
+
+
+class FakeWritev:
+    """os.writev that takes at most a few bytes of a call (as a pipe or a
+    signal may), records the iovec counts, and can fail."""
+
+    def __init__(self, real, rnd, fail_after=None, err=None, zero=False):
+        self.real = real
+        self.rnd = rnd
+        self.counts = []
+        self.fail_after = fail_after
+        self.err = err
+        self.zero = zero
+        self.total = 0
+
+    def __call__(self, fd, bufs):
+        bufs = list(bufs)
+        self.counts.append(len(bufs))
+        if self.zero:
+            return 0
+        want = sum(len(memoryview(b).cast("B")) for b in bufs)
+        if self.fail_after is not None and self.total >= self.fail_after:
+            raise OSError(self.err, os.strerror(self.err))
+        take = want if self.rnd.random() < 0.3 else self.rnd.randrange(0, want + 1) if want else 0
+        if want and not take:
+            take = 1
+        out = []
+        left = take
+        for b in bufs:
+            m = memoryview(b).cast("B")
+            if left <= 0:
+                break
+            out.append(m[:left])
+            left -= len(m[:left])
+        n = self.real(fd, out) if out else 0
+        self.total += n
+        return n
+
+
+def sink_to(path):
+    f = open(path, "wb", buffering=0)
+    return f, ByteSink(f)
+
+
+@pytest.mark.parametrize("iov", [1024, 16, 3])
+def test_writev_partial_writes_exact(iov, tmp_path, monkeypatch):
+    monkeypatch.setattr(_stream, "IOV_MAX", iov)
+    fake = FakeWritev(os.writev, random.Random(iov))
+    monkeypatch.setattr(os, "writev", fake)
+    f, sink = sink_to(tmp_path / "o")
+    want = []
+    for rnd in range(5):
+        ps = parts_for(300, seed=rnd)
+        ps.append(memoryview(bytearray(b"xyz" * 1000))[5:2005])   # raw records
+        want += ps
+        sink.parts += ps
+        sink.size += 10 ** 9                # force the writev path
+        sink.flush()
+        assert sink.parts == [] and sink.size == 0
+    f.close()
+    data = b"".join(bytes(p) for p in want)
+    assert (tmp_path / "o").read_bytes() == data
+    assert sink.offset == len(data)
+    assert max(fake.counts) <= iov
+    assert len(fake.counts) > 5
+
+
+def test_writev_batches_over_iov_max(tmp_path, monkeypatch):
+    calls = []
+    real = os.writev
+
+    def spy(fd, bufs):
+        calls.append(len(bufs))
+        return real(fd, bufs)
+
+    monkeypatch.setattr(os, "writev", spy)
+    f, sink = sink_to(tmp_path / "o")
+    ps = [bytes([i & 0xFF]) * 1500 for i in range(3 * _stream.IOV_MAX + 7)]
+    sink.parts += ps
+    sink.size = sum(map(len, ps))
+    sink.flush()
+    f.close()
+    assert calls == [_stream.IOV_MAX] * 3 + [7]
+    assert (tmp_path / "o").read_bytes() == b"".join(ps)
+
+
+def test_join_path_for_small_parts_and_other_files(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(os, "writev", lambda fd, b: calls.append(1) or os.write(fd, b""))
+    # small parts (per-part cost of writev > the join): joined
+    f, sink = sink_to(tmp_path / "o")
+    ps = [b"a" * 66, b"b" * 16] * 100
+    sink.parts += ps
+    sink.size = sum(map(len, ps))
+    sink.flush()
+    f.close()
+    assert (tmp_path / "o").read_bytes() == b"".join(ps) and not calls
+    # no fd: BytesIO, subclasses, read-only, non-blocking
+    assert ByteSink(io.BytesIO())._fd is None
+
+    class MyFile(io.FileIO):
+        pass
+
+    with MyFile(tmp_path / "m", "wb") as g:
+        assert ByteSink(g)._fd is None
+    with open(tmp_path / "o", "rb", buffering=0) as g:
+        assert ByteSink(g)._fd is None
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    with os.fdopen(w, "wb", buffering=0) as g:
+        assert ByteSink(g)._fd is None
+    os.close(r)
+    with open(tmp_path / "b", "wb") as g:          # BufferedWriter over FileIO
+        assert ByteSink(g)._fd == g.fileno()
+
+
+def test_writev_after_buffered_writer_data(tmp_path):
+    """What a BufferedWriter (stdout) holds is written before the parts."""
+    with open(tmp_path / "o", "wb") as f:
+        f.write(b"held in the buffer;")
+        sink = ByteSink(f)
+        assert sink._fd is not None
+        sink.parts += [b"A" * 5000, b"B" * 5000]
+        sink.size = 10000
+        sink.flush()
+        f.write(b";after")
+    assert (tmp_path / "o").read_bytes() == b"held in the buffer;" + b"A" * 5000 + b"B" * 5000 + b";after"
+
+
+@pytest.mark.parametrize("writev", [True, False])
+def test_write_errors_same_both_paths(writev, tmp_path, monkeypatch):
+    if not writev:
+        monkeypatch.setattr(_stream, "WRITEV_MIN", 1 << 60)
+    big = [b"x" * 40000] * 40
+    # ENOSPC (/dev/full)
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "wb", buffering=0) as f:
+            sink = ByteSink(f)
+            sink.parts += big
+            sink.size = 40000 * 40
+            with pytest.raises(UnusableInput) as ei:
+                sink.flush()
+            assert str(ei.value) == "cannot write output: No space left on device"
+    # EPIPE: BrokenPipeError goes up as it is (the CLI's one line)
+    r, w = os.pipe()
+    os.close(r)
+    with os.fdopen(w, "wb", buffering=0) as f:
+        sink = ByteSink(f)
+        sink.parts += big
+        sink.size = 40000 * 40
+        with pytest.raises(BrokenPipeError):
+            sink.flush()
+
+
+def test_writev_errors_after_partial(tmp_path, monkeypatch):
+    fake = FakeWritev(os.writev, random.Random(5), fail_after=1000, err=errno.ENOSPC)
+    monkeypatch.setattr(os, "writev", fake)
+    f, sink = sink_to(tmp_path / "o")
+    sink.parts += [b"y" * 3000] * 10
+    sink.size = 30000
+    with pytest.raises(UnusableInput, match="cannot write output: No space left on device"):
+        sink.flush()
+    f.close()
+    monkeypatch.setattr(os, "writev", FakeWritev(os.writev, random.Random(5), zero=True))
+    f, sink = sink_to(tmp_path / "p")
+    sink.parts += [b"y" * 3000] * 10
+    sink.size = 30000
+    with pytest.raises(UnusableInput, match="cannot write output: short write"):
+        sink.flush()
+    f.close()
+
+
+def test_writev_to_a_pipe_read_slowly():
+    """A real pipe: the kernel takes the parts a pipe buffer at a time."""
+    r, w = os.pipe()
+    ps = parts_for(2000, seed=7)
+    want = b"".join(ps)
+    got_parts = []
+
+    def drain():
+        with os.fdopen(r, "rb", buffering=0) as f:
+            while True:
+                b = f.read(4096)
+                if not b:
+                    break
+                got_parts.append(b)
+
+    t = threading.Thread(target=drain, daemon=True)
+    t.start()
+    with os.fdopen(w, "wb", buffering=0) as f:
+        sink = ByteSink(f)
+        assert sink._fd is not None
+        sink.parts += ps
+        sink.size = len(want)
+        sink.flush()
+    t.join(60)
+    assert b"".join(got_parts) == want and sink.offset == len(want)
+
+
+# --- the writers end to end: byte-identical through either path ----------
+
+def events(seed=0):
+    rnd = random.Random(seed)
+    evs = [Section(), Interface(1, 262144, 6)]
+    for i in range(3000):
+        n = rnd.choice([54, 66, 1514, 45000, 65000, 300000 if i == 2500 else 66])
+        evs.append(Packet(1700000000 * 10 ** 9 + i * 1000, rnd.randbytes(n), n + rnd.choice([0, 4])))
+    return evs
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_writer_output_identical(fmt, tmp_path, monkeypatch):
+    evs = events()
+    outs = []
+    for mode in ("bytesio", "file", "file-join", "partial"):
+        with monkeypatch.context() as m:
+            if mode == "file-join":
+                m.setattr(_stream, "WRITEV_MIN", 1 << 60)
+            if mode == "partial":
+                m.setattr(os, "writev", FakeWritev(os.writev, random.Random(1)))
+            if mode == "bytesio":
+                f = io.BytesIO()
+                w = PcapWriter(f) if fmt == "pcap" else None
+                if w is None:
+                    from pcapgro.capture.pcapng import PcapngWriter
+                    w = PcapngWriter(f)
+                for k in range(0, len(evs), 100):
+                    w.write_batch(evs[k:k + 100])
+                w.close()
+                outs.append(f.getvalue())
+            else:
+                p = tmp_path / f"{mode}.{fmt}"
+                w = open_writer(p, fmt)
+                for k in range(0, len(evs), 100):
+                    w.write_batch(evs[k:k + 100])
+                w.close()
+                outs.append(p.read_bytes())
+    assert outs[0] == outs[1] == outs[2] == outs[3]
+    if fmt == "pcap":
+        # the snaplen was patched at close (a 300000-byte packet came late)
+        assert struct.unpack("<I", outs[1][16:20])[0] == 300000
+
+
+def test_raw_copy_through_writev(tmp_path, monkeypatch):
+    """pcap -> pcap pass-through: memoryviews of the reader's bytearrays go
+    to os.writev as they are."""
+    monkeypatch.setattr(_stream, "CHUNK", 5000)
+    monkeypatch.setattr(os, "writev", FakeWritev(os.writev, random.Random(2)))
+    recs = records(400, seed=11)
+    data = pcap(recs, snaplen=262144)
+    src = tmp_path / "in.pcap"
+    src.write_bytes(data)
+    from pcapgro import pipeline
+    r = open_reader(src)
+    w = open_writer(tmp_path / "out.pcap", "pcap")
+    pipeline.run(r, w)
+    w.close()
+    r.close()
+    assert (tmp_path / "out.pcap").read_bytes() == data

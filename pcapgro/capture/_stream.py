@@ -2,8 +2,10 @@
 
 Input is read in big chunks (1 MiB) and records are decoded with precompiled
 ``struct.Struct.unpack_from`` straight out of the chunk; output records are
-collected in a list and written with one ``b"".join`` per >= 1 MiB.  This is
-what makes pcapgro fast enough in pure Python: no per-record ``read()`` or
+collected in a list and written per >= 1 MiB, with one ``os.writev`` per
+IOV_MAX parts when the output is a plain file or pipe and the parts are big
+(no join copy), else with one ``b"".join`` and ``write``.  This is what
+makes pcapgro fast enough in pure Python: no per-record ``read()`` or
 ``write()`` system call, no per-record file object method call.
 """
 
@@ -21,6 +23,11 @@ FLUSH = 1 << 20          # bytes collected before one write() of the output
 # file object types whose readinto(b) is read(len(b)) copied into b
 _READINTO = (io.FileIO, io.BufferedReader, io.BufferedRandom, io.BytesIO)
 _SLACK = 1 << 16         # ByteSource(into=True) buffers: allocation granule
+WRITEV_MIN = 1024        # ByteSink: os.writev when parts average this many bytes
+try:
+    IOV_MAX = max(16, min(1024, os.sysconf("SC_IOV_MAX")))
+except (AttributeError, ValueError, OSError):
+    IOV_MAX = 16
 
 
 class ByteSource:
@@ -177,7 +184,7 @@ class ByteSink:
     ``offset`` is the output offset of ``parts[0]`` (bytes already written).
     """
 
-    __slots__ = ("f", "parts", "size", "offset", "seekable", "start")
+    __slots__ = ("f", "parts", "size", "offset", "seekable", "start", "_fd")
 
     def __init__(self, f):
         self.f = f
@@ -190,13 +197,31 @@ class ByteSink:
         except (OSError, ValueError, AttributeError):
             self.seekable = False
             self.start = 0
+        self._fd = _writev_fd(f)
 
     def flush(self):
         """Write everything buffered.  Raises UnusableInput on an OS error
         (disk full, closed pipe)."""
         if self.parts:
-            data = b"".join(self.parts)
-            self.parts.clear()
+            parts = self.parts
+            fd = self._fd
+            if fd is not None and self.size >= len(parts) * WRITEV_MIN and not self.f.closed:
+                # big parts (merged packets): straight from them to the
+                # file, without first joining them into one more copy
+                self.parts = []
+                self.size = 0
+                try:
+                    if type(self.f) is not io.FileIO:
+                        self.f.flush()      # what its buffer holds goes first
+                    n = _writev_all(fd, parts)
+                except BrokenPipeError:
+                    raise
+                except OSError as e:
+                    raise UnusableInput(f"cannot write output: {e.strerror or e}") from None
+                self.offset += n
+                return
+            data = b"".join(parts)
+            parts.clear()
             self.size = 0
             try:
                 n = self.f.write(data)
@@ -237,6 +262,59 @@ class ByteSink:
         except OSError:
             return False
         return True
+
+
+def _writev_fd(f):
+    """The file descriptor :meth:`ByteSink.flush` may ``os.writev`` to in
+    place of ``f.write``: ``f`` is a plain file object (FileIO, or a
+    BufferedWriter over one), open for writing, in blocking mode; else None
+    (BytesIO, wrappers such as gzip files whose fileno is not where their
+    bytes go, subclasses that may write differently)."""
+    if not hasattr(os, "writev") or not hasattr(os, "get_blocking"):
+        return None
+    raw = f
+    if type(f) in (io.BufferedWriter, io.BufferedRandom):
+        raw = getattr(f, "raw", None)
+    if type(raw) is not io.FileIO:
+        return None
+    try:
+        if raw.closed or not raw.writable():
+            return None
+        fd = raw.fileno()
+        if not os.get_blocking(fd):
+            return None
+    except (OSError, ValueError):
+        return None
+    return fd
+
+
+def _writev_all(fd, parts):
+    """Write the byte strings ``parts`` to ``fd`` in order, with as few
+    ``os.writev`` calls as the kernel allows (at most IOV_MAX parts each),
+    continuing exactly where a partial write (a pipe, a signal) stopped.
+    Returns the number of bytes written; raises OSError."""
+    iov = IOV_MAX
+    total = 0
+    writev = os.writev
+    for k in range(0, len(parts), iov):
+        batch = parts[k:k + iov]
+        want = sum(map(len, batch))
+        n = writev(fd, batch)
+        total += n
+        while n < want:
+            if not n:
+                raise UnusableInput("cannot write output: short write")
+            # drop what was written: whole parts, then the start of one
+            i = 0
+            while n >= len(batch[i]):
+                n -= len(batch[i])
+                want -= len(batch[i])
+                i += 1
+            batch = [memoryview(batch[i]).cast("B")[n:]] + batch[i + 1:]
+            want -= n
+            n = writev(fd, batch)
+            total += n
+    return total
 
 
 def warn(msg):

@@ -6,8 +6,9 @@ and costs ~2.8 us per record; dpkt's Writer writes ``snaplen=1500`` and
 ``caplen == len``.  Here the input is read in 1 MiB chunks (each a new
 bytearray, filled by ``readinto``) and record headers are decoded with a
 precompiled ``struct.Struct.unpack_from`` directly out of the chunk; output
-records are packed with ``struct.Struct.pack`` into a list and written
-with one ``b"".join`` per >= 1 MiB.  Constant memory.
+records are packed with ``struct.Struct.pack`` into a list and written per
+>= 1 MiB (``os.writev`` of the parts, or one ``b"".join``).  Constant
+memory.
 
 File header (24 bytes): magic, version 2.4, thiszone, sigfigs, snaplen,
 linktype.  Magics understood (both byte orders): 0xa1b2c3d4 (microsecond),
