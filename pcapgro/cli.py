@@ -355,7 +355,9 @@ Examples:
 @click.option("--no-gro", is_flag=True,
               help="GRO off (as 'ethtool -K dev gro off'): a pure pass-through.")
 @click.option("--no-verify-csum", is_flag=True,
-              help="Do not verify TCP/UDP checksums (the kernel verifies them; a bad one never merges).")
+              help="Do not verify TCP/UDP checksums (the kernel verifies them; a bad one never "
+                   "merges): trust them, so an aggregate's TCP checksum is computed from its "
+                   "segments' fields, not their bytes.")
 @click.option("--csum", type=click.Choice(["valid", "kernel"]), default="valid", show_default=True,
               help="Checksum written on aggregates: a valid one, or what the kernel leaves "
                    "(pseudo-header seed; fraglist: the first packet's).")

@@ -907,9 +907,26 @@ def test_pseudo_header_seed_trusted(family):
 
 
 def test_no_verify_merges_bad_checksum():
+    # --no-verify-csum trusts the checksum fields: the aggregate's checksum
+    # is derived from them (RFC 1624), so a damaged segment leaves the
+    # aggregate's checksum bad instead of being laundered into a good one
     f = Flow(4)
     P, out, eng = run([f.pkt(0, PL), f.pkt(PL, PL, csum="bad")], verify_csum=False)
     assert sizes(P) == [2 * PL]
+    assert not P[0].tcp_csum_ok
+
+
+@pytest.mark.parametrize("family", [4, 6])
+@pytest.mark.parametrize("mss", [100, 101, 1448])
+def test_no_verify_checksum_from_fields(family, mss):
+    # good fields (and pseudo-header seeds, summed from the bytes) give a
+    # valid aggregate checksum without the payload being summed
+    f = Flow(family, options=nop() + nop() + ts_option(3, 4))
+    pk = [f.pkt(i * mss, mss, fill=bytes(range(i, i + 7)),
+                csum="seed" if i in (2, 3) else "valid") for i in range(6)]
+    pk.append(f.pkt(6 * mss, 33, fill=b"xyz"))
+    P, out, eng = run(pk, verify_csum=False)
+    assert sizes(P) == [6 * mss + 33]
     assert P[0].tcp_csum_ok
 
 

@@ -27,7 +27,6 @@ Model (a capture shows no NAPI poll boundaries, so they are modelled):
 
 import struct
 import zlib
-from itertools import repeat
 
 import numpy as np
 
@@ -40,7 +39,7 @@ from . import ipv4, ipv6
 from .config import GRO_HASH_BUCKETS, GRO_LEGACY_MAX_SIZE, MAX_GRO_SKBS, GROConfig
 from .flush import Flush, Pass
 from .seg import Agg, Seg
-from .fastpath import classify, classify_chunk
+from .fastpath import classify, classify_chunk, derived_psum
 from .stats import GROStats
 from .tcp import PSH, FIN, final_flush, merge_flush, seed
 from .udp import UDP_GRO_CNT_MAX, segment_checks
@@ -228,8 +227,9 @@ class GROEngine:
     def _chunk(self, lb):
         """GRO over a RecordChunk (records of a pcap chunk, not yet
         Packets): Packets are made only for what the general path takes;
-        a packet merged on the fast path is referred to as ``(lb, i)`` in
-        ``Agg.pkts`` until the chunk is done (see :func:`_payloads`)."""
+        packets merged on the fast path are kept in ``Agg.pkts`` as run
+        entries referring to the chunk until it is done (see
+        :func:`_run_payloads`)."""
         cfg = self.cfg
         n = len(lb)
         if not n:
@@ -249,14 +249,188 @@ class GROEngine:
             stats.csum["verified"] += cls[6]
         cls += ([None] * n,)
         ts = lb.ts
-        refs = list(zip(repeat(lb), range(n)))
-        self._polls(ts, t, lambda a, b: self._run_fast(refs, lb.packet, base, cls, ts, a, b))
-        # what stays held refers to this chunk no more: make those Packets
+        arrs = cls[9]
+        # payload start and end of each record in the chunk (run entries)
+        lb_pe = (off + cap).tolist()
+        lb_ps = (off + arrs.pay).tolist()
+        runs = (lb_ps, lb_pe)
+        if cfg.annotate or cfg.fraglist:
+            plan = None
+        else:
+            plan = self._plan
+        run_fast = self._run_fast
+
+        def run(a, b):
+            if plan is None or not plan(lb, base, cls, runs, t, a, b):
+                run_fast(lb, lb.packet, base, cls, ts, a, b, runs)
+
+        self._polls(ts, t, run)
+        # what stays held refers to this chunk no more (memory stays bounded
+        # by what GRO holds): its runs become Packets (annotated output needs
+        # each one for the restore record) or one bytes object of payload
+        annotate = cfg.annotate
+        cfg_sums = cfg.csum == "valid" and not cfg.verify_csum
         for agg in self.flows.values():
             pk = agg.pkts
             for k in range(1, len(pk)):
-                if type(pk[k]) is tuple:
-                    pk[k] = lb.packet(pk[k][1])
+                e = pk[k]
+                if type(e) is tuple:
+                    if annotate:
+                        self._expand_run(agg, k)
+                        break
+                    if agg.psums[k] is None and cfg_sums:
+                        agg.psums[k] = _run_psum(e)
+                    pk[k] = b"".join(_run_payloads(e))
+
+    def _plan(self, lb, base, cls, runs, t, a, b):
+        """Records ``a..b-1`` of chunk ``lb`` (one poll) flow by flow: the
+        per-packet loop of :meth:`_run_fast` with the work per aggregate,
+        not per packet.  Returns False (nothing done) unless every record is
+        a plain Ethernet/IPv4/TCP packet with good checksums (``ok``),
+        arrival times do not go backwards and no bucket can overflow (so
+        that flows do not interact: each flow's packets are then taken in
+        order, flows one after the other, and the output is put back in
+        arrival order).
+
+        For a flow, each packet that continues its held aggregate (classify's
+        ``prev``) is merged in blocks: as many as the size limit and the
+        IPv4 ID mode allow, computed, not looped over; every other packet
+        takes the general path (:meth:`_general`) exactly as in the loop:
+        a new head, a flush, a pure ACK passed.  What each general step
+        writes is kept with its record index; the steps' outputs are then
+        written in index order.  Same output, statistics and GRO state as
+        :meth:`_run_fast` (tests/test_gro_chunks.py)."""
+        prev, plen, pay, seqn, did, ok, _, psum, runend, arrs, owner = cls
+        if not arrs.fast[a:b].all():
+            return False
+        last0 = self.last_out_ts
+        tt = t[a:b]
+        if int(tt[0]) < last0 or (b - a > 1 and bool((tt[1:] < tt[:-1]).any())):
+            return False
+        inv = arrs.inv[a:b]
+        order = np.argsort(inv, kind="stable")
+        sinv = inv[order]
+        cut = (np.flatnonzero(sinv[1:] != sinv[:-1]) + 1).tolist()
+        order = (order + a).tolist()
+        buf = lb.buf
+        off = lb.off
+        flows = self.flows
+        groups = []
+        hashed = self.cfg.hash == "flow"
+        load = None
+        s0 = 0
+        for e in cut + [b - a]:
+            xs = order[s0:e]
+            s0 = e
+            o = off[xs[0]]
+            key = (0, bytes(buf[o:o + 14]), bytes(buf[o + 26:o + 34]), bytes(buf[o + 34:o + 38]), 6)
+            groups.append((key, xs))
+            if key not in flows and any(map(plen.__getitem__, xs)):
+                # a flow that may be held anew: room in its bucket?
+                h = (zlib.crc32(key[2] + key[3]) or 1) if hashed else 0
+                if load is None:
+                    load = [len(x) for x in self.buckets]
+                bk = h & (GRO_HASH_BUCKETS - 1)
+                load[bk] += 1
+                if load[bk] > MAX_GRO_SKBS:
+                    return False
+        lb_ps, lb_pe = runs
+        limit = self.limit
+        general = self._general
+        stats = self.stats
+        packet = lb.packet
+        out0 = self.out
+        ev_at = []
+        ev = []
+        for key, xs in groups:
+            m = len(xs)
+            if key not in flows and not any(map(plen.__getitem__, xs)):
+                # pure ACKs of a flow with nothing held: all passed
+                stats.passed[Pass.PURE_ACK] += m
+                ev_at += xs
+                ev += [[p] for p in map(packet, xs)]
+                continue
+            # where classify's continuation chain breaks, where the IPv4 ID
+            # step changes
+            pv = [prev[x] for x in xs]
+            dd = [did[x] for x in xs]
+            k = 0
+            while k < m:
+                x = xs[k]
+                p = pv[k]
+                cur = owner[p] if p >= 0 else None
+                if cur is not None and cur.fast:
+                    L = plen[x]
+                    n_size = (limit - 1 - cur.size) // L
+                    d0 = dd[k]
+                    if n_size > 0 and (cur.count == 1 or d0 == (0 if cur.fixedid else 1)):
+                        end = k + 1
+                        top = k + n_size
+                        if top > m:
+                            top = m
+                        while end < top and pv[end] >= 0 and dd[end] == d0:
+                            end += 1
+                        blk = xs[k:end]
+                        nb = end - k
+                        if cur.count == 1:
+                            cur.fixedid = d0 == 0
+                        cur.count += nb
+                        cur.size += nb * L
+                        cur.seq_next = seqn[xs[end - 1]]
+                        cur.pkts.append((lb, blk, lb_ps, lb_pe, psum, L))
+                        cur.pays.append(L)
+                        cur.idxs.append(base + x)
+                        cur.psums.append(_block_psum(psum, blk, L))
+                        owner[xs[end - 1]] = cur
+                        k = end
+                        continue
+                    # the general path, its output kept aside
+                    self.out = o = []
+                    self.last_out_ts = last0
+                    if n_size <= 0 and (cur.count == 1 or d0 == (0 if cur.fixedid else 1)):
+                        # it continues the aggregate, which is full: what
+                        # _receive does (complete: size limit; hold it as
+                        # the new head), its Seg from the old head's (a
+                        # continuation has the same headers but for seq, ID)
+                        pk = packet(x)
+                        seg = _next_head(cur.head, pk, (seqn[x] - L) & 0xFFFFFFFF)
+                        self.idx = base + x
+                        self._ps = psum[x]
+                        tx = pk.ts
+                        self._complete(cur, Flush.SIZE_LIMIT, tx)
+                        owner[x] = self._hold(seg, tx)
+                    else:
+                        owner[x] = general(packet(x), base + x, t_of(lb, x), psum[x], True)
+                    ev_at.append(x)
+                    ev.append(o)
+                    k += 1
+                    continue
+                # the general path, its output kept aside
+                self.out = o = []
+                self.last_out_ts = last0
+                if not plen[x] and key not in flows:
+                    stats.passed[Pass.PURE_ACK] += 1
+                    o.append(packet(x))
+                else:
+                    owner[x] = general(packet(x), base + x, t_of(lb, x), psum[x], True)
+                if o:
+                    ev_at.append(x)
+                    ev.append(o)
+                k += 1
+        self.out = out0
+        if ev:
+            if len(ev) > 1:
+                for i in sorted(range(len(ev)), key=ev_at.__getitem__):
+                    out0 += ev[i]
+            else:
+                out0 += ev[0]
+            self.last_out_ts = max(last0, out0[-1].ts)
+        else:
+            self.last_out_ts = last0
+        for bk in self.buckets:
+            if len(bk) > 1:
+                bk.sort(key=_head_index)
+        return True
 
     def _polls(self, ts, t, run):
         """Split packets with arrival times ``ts`` (list; ``t``: the same
@@ -294,11 +468,14 @@ class GROEngine:
         for i in range(a, b):
             general(batch[i], base + i, ts[i])
 
-    def _run_fast(self, refs, get, base, cls, ts, a, b):
+    def _run_fast(self, refs, get, base, cls, ts, a, b, runs=None):
         """Packets ``a..b-1`` (one poll) with the fast path.  ``get(i)``:
-        Packet i; ``refs[i]``: what a merged packet i is kept as in
-        ``Agg.pkts`` (the Packet, or a reference to it)."""
-        prev, plen, pay, seqn, did, ok, _, psum, runend, owner = cls
+        Packet i; ``refs``: the list of Packets (``refs[i]`` is packet i),
+        or the RecordChunk they are records of: merged runs i..j-1 of its
+        records are then kept in ``Agg.pkts`` as one entry (see
+        :func:`_run_payloads`), not as Packets."""
+        prev, plen, pay, seqn, did, ok, _, psum, runend, _, owner = cls
+        chunk = None if isinstance(refs, list) else refs
         limit = self.limit
         general = self._general
         flows = self.flows
@@ -336,7 +513,13 @@ class GROEngine:
                             agg.count += k
                             agg.size += k * L
                             agg.seq_next = seqn[j - 1]
-                            if k == 1:
+                            if chunk is not None:
+                                blk = range(i, j)
+                                agg.pkts.append((chunk, blk, runs[0], runs[1], psum, L))
+                                agg.pays.append(L)
+                                agg.idxs.append(base + i)
+                                agg.psums.append(_block_psum(psum, blk, L))
+                            elif k == 1:
                                 agg.pkts.append(refs[i])
                                 agg.pays.append(pay[i])
                                 agg.idxs.append(base + i)
@@ -379,7 +562,7 @@ class GROEngine:
         last_ts = self.last_ts
         in_poll = self.in_poll
         if fast:
-            prev, plen, pay, seqn, did, ok, _, psum, runend, owner = cls
+            prev, plen, pay, seqn, did, ok, _, psum, runend, _, owner = cls
         try:
             for i in range(len(batch)):
                 ev = batch[i]
@@ -748,6 +931,50 @@ class GROEngine:
         st.segments_by_kind[kind] += agg.count
         self.out.append(self._build(agg, t))
 
+    def _expand_run(self, agg, k):
+        """Replace run entries ``agg.pkts[k:]`` by one Packet entry per record
+        (what annotated output needs for its restore records)."""
+        pk, pays, idxs, psums = agg.pkts, agg.pays, agg.idxs, agg.psums
+        npk, npay, nidx, nps = pk[:k], pays[:k], idxs[:k], psums[:k]
+        for m in range(k, len(pk)):
+            e = pk[m]
+            if type(e) is not tuple:
+                npk.append(e)
+                npay.append(pays[m])
+                nidx.append(idxs[m])
+                nps.append(psums[m])
+                continue
+            c, xs, ps, _, psum, _ = e
+            x0 = xs[0]
+            npk += map(c.packet, xs)
+            npay += [ps[x] - c.off[x] for x in xs]
+            nidx += [idxs[m] + x - x0 for x in xs]
+            nps += [psum[x] for x in xs]
+        agg.pkts, agg.pays, agg.idxs, agg.psums = npk, npay, nidx, nps
+
+    def _derived_psums(self, agg):
+        """``agg.psums`` with every None of a TCP segment's packet filled in
+        from its checksum field (:func:`pcapgro.gro.fastpath.derived_psum`;
+        checksums are not verified) or, for a pseudo-header seed, from its
+        payload bytes."""
+        head = agg.head
+        asum = ones_sum(head.caddr)
+        hl = head.pay - head.l4off
+        out = list(agg.psums)
+        for k, p in enumerate(agg.pkts):
+            if out[k] is not None:
+                continue
+            if type(p) is tuple:
+                out[k] = _run_psum(p)
+                continue
+            if type(p) is not Packet:
+                continue
+            d = p.data
+            o = agg.pays[k]
+            x = derived_psum(asum, d[o - hl:o], len(d) - o + hl)
+            out[k] = x if x is not None else ones_sum(d[o:])
+        return out
+
     def _build(self, agg, t):
         """The aggregate as a receiver's capture shows it: the first
         segment's headers, every payload, lengths and checksums rewritten
@@ -787,7 +1014,7 @@ class GROEngine:
         else:
             pseudo = (ones_sum(d[l3off + 8:l3off + 40]) + head.proto
                       + (l4len >> 16) + (l4len & 0xFFFF))
-        payloads, cut = _payloads(agg)
+        payloads, plens, cut = _payloads(agg)
         if self.cfg.csum == "kernel" or cut:
             if not agg.flist:
                 c = fold(pseudo)
@@ -798,8 +1025,10 @@ class GROEngine:
             hdr[at] = 0
             hdr[at + 1] = 0
             ps = agg.psums
+            if tcp and None in ps and not self.cfg.verify_csum:
+                ps = self._derived_psums(agg)
             if tcp and None not in ps:
-                psum = _join_sums(ps, payloads)
+                psum = _join_sums(ps, plens)
             else:
                 psum = _payload_sum(payloads)
             s = pseudo + ones_sum(bytes(hdr[l4off:])) + psum
@@ -819,8 +1048,10 @@ class GROEngine:
             comments.append(f"pcapgro: GRO aggregate ({kind}{'TCP' if tcp else 'UDP'}) of "
                             f"{agg.count} segments, gso_size {agg.mss}")
             if not cut:
-                pk = [p[0].packet(p[1]) if type(p) is tuple else p for p in agg.pkts]
-                comments.append(restore.encode(hdr, pk, agg.pays, agg.idxs,
+                for k in range(len(agg.pkts) - 1, 0, -1):
+                    if type(agg.pkts[k]) is tuple:
+                        self._expand_run(agg, k)
+                comments.append(restore.encode(hdr, agg.pkts, agg.pays, agg.idxs,
                                                old.flags if old is not None else None))
             flags = (old.flags or 0) if old is not None else 0
             meta = PacketMeta(block=old.block if old is not None else BLOCK_EPB,
@@ -854,24 +1085,117 @@ def _dport(seg):
     return (d[seg.l4off + 2] << 8) | d[seg.l4off + 3]
 
 
+def _run_payloads(run):
+    """memoryviews of the payloads of a run entry of ``Agg.pkts``:
+    ``(chunk, xs, ps, pe, psum, L)``, records ``xs`` (a list or range of
+    indices) of a RecordChunk merged on the fast path (never cut by the
+    snaplen, each with ``L`` bytes of payload); ``ps``, ``pe``: the chunk's
+    payload start and end offsets, ``psum`` its payload sums (lists, one per
+    record; nothing that refers to engine state, so no reference cycle
+    keeps a chunk alive)."""
+    c, xs, ps, pe, _, _ = run
+    mv = c.mv
+    return [mv[ps[x]:pe[x]] for x in xs]
+
+
+def _block_psum(psum, xs, L):
+    """The payload sum (mod 0xFFFF) of records ``xs`` joined, each of ``L``
+    bytes, from their sums (list ``psum``); None when one has none."""
+    vals = [psum[x] for x in xs]
+    if len(vals) == 1:
+        return vals[0]
+    if None in vals:
+        return None
+    if L & 1:
+        return (sum(vals[0::2]) + 256 * sum(vals[1::2])) % 0xFFFF
+    return sum(vals) % 0xFFFF
+
+
+def _run_psum(run):
+    """The payload sum of a run entry's payloads joined, a record without
+    a sum from classify (its checksum field held the pseudo-header seed)
+    summed from its bytes."""
+    c, xs, ps, pe, psum, L = run
+    mv = c.mv
+    vals = [psum[x] if psum[x] is not None else ones_sum(bytes(mv[ps[x]:pe[x]]))
+            for x in xs]
+    if L & 1:
+        return (sum(vals[0::2]) + 256 * sum(vals[1::2])) % 0xFFFF
+    return sum(vals) % 0xFFFF
+
+
+def _next_head(h, pkt, seq):
+    """The Seg of ``pkt``, a plain Ethernet/IPv4/TCP packet with good
+    checksums that continues the aggregate whose head is ``h`` (so its
+    headers equal the head's but for sequence number, IPv4 ID and
+    checksums): a copy of ``h`` with those (what ipv4.receive would give)."""
+    seg = Seg()
+    seg.pkt = pkt
+    seg.family = h.family
+    seg.proto = h.proto
+    seg.l3off = h.l3off
+    seg.l4off = h.l4off
+    seg.pay = h.pay
+    seg.end = h.end
+    seg.L = h.L
+    seg.l3len = h.l3len
+    seg.key = h.key
+    seg.flags = h.flags
+    seg.word = h.word
+    seg.seq = seq
+    seg.ackopt = h.ackopt
+    seg.tosttl = h.tosttl
+    seg.df = h.df
+    d = pkt.data
+    seg.ipid = (d[18] << 8) | d[19]
+    seg.flush_l3 = False
+    seg.vlan = 0
+    seg.cblock = None
+    seg.cextra = h.cextra
+    seg.caddr = h.caddr
+    seg.partial = False
+    return seg
+
+
+def _head_index(agg):
+    """Input index of an aggregate's first packet (bucket order)."""
+    return agg.idxs[0]
+
+
+def t_of(lb, x):
+    """Arrival time (ns) of record ``x`` of chunk ``lb``."""
+    return lb.ts[x]
+
+
 def _payloads(agg):
-    """The captured payload bytes of every merged segment (memoryviews), in
-    order, and whether the snaplen cut one: payload is then contiguous only
-    up to and including the first cut segment, so later ones are left out."""
+    """The captured payload bytes of every merged segment (memoryviews or
+    bytes, to be joined), in order; the payload length of each entry of
+    ``agg.pkts``; and whether the snaplen cut one: payload is then
+    contiguous only up to and including the first cut segment, so later
+    ones are left out.
+
+    Entries of ``agg.pkts``: a Packet (payload from ``agg.pays[k]`` on), a
+    run ``(chunk, xs, ps, pe, psum, L)`` (see :func:`_run_payloads`), or bytes (a
+    run's payloads joined when its chunk was done)."""
     out = []
+    lens = []
     app = out.append
     for p, o in zip(agg.pkts, agg.pays):
-        if type(p) is tuple:
-            # (RecordChunk, i): a fast-path packet, never cut
-            c, i = p
-            s = c.off[i]
-            app(c.mv[s + o:s + c.cap[i]])
+        t = type(p)
+        if t is tuple:
+            out += _run_payloads(p)
+            lens.append(len(p[1]) * p[5])
+            continue
+        if t is bytes:
+            app(p)
+            lens.append(len(p))
             continue
         d = p.data
         app(memoryview(d)[o:])       # no copy: the caller joins them
+        lens.append(len(d) - o)
         if len(d) < p.orig_len:
-            return out, True
-    return out, False
+            return out, lens, True
+    return out, lens, False
 
 
 def _payload_sum(payloads):
@@ -882,11 +1206,10 @@ def _payload_sum(payloads):
     return batch_sums([joined])[0]
 
 
-def _join_sums(ps, payloads):
-    """The sum of the concatenated ``payloads`` from their sums ``ps``: a
-    payload that starts at an odd offset of the concatenation contributes
-    its sum byte-swapped (x 256 mod 0xFFFF)."""
-    lens = list(map(len, payloads))
+def _join_sums(ps, lens):
+    """The sum of concatenated payloads from their sums ``ps`` and lengths
+    ``lens``: a payload that starts at an odd offset of the concatenation
+    contributes its sum byte-swapped (x 256 mod 0xFFFF)."""
     if not any(map((1).__and__, lens)):
         return sum(ps) % 0xFFFF
     odd = 0

@@ -29,10 +29,12 @@ comparisons with the head.
 
 import numpy as np
 
-__all__ = ["classify", "HDR"]
+from ..checksum import range_sums
+
+__all__ = ["classify", "classify_chunk", "derived_psum", "Columns", "HDR"]
 
 HDR = 94                   # bytes of each frame looked at: Ethernet, IPv4, TCP + 40 options
-_COLS = np.arange(HDR, dtype=np.int64)
+_COLS = np.arange(96, dtype=np.int64)   # HDR rounded up to 64-bit words
 _OPT_COLS = np.arange(40, dtype=np.int64)
 _FINAL = 0x2F              # URG | PSH | RST | SYN | FIN
 _CWR = 0x80
@@ -79,8 +81,9 @@ def classify(batch, verify, sums=False):
         sums:   also compute the payload sums (``psum``).
 
     Returns:
-        ``(prev, plen, pay, seqn, did, ok, n_verified, psum, runend)``,
-        lists aligned with ``batch``:
+        ``(prev, plen, pay, seqn, did, ok, n_verified, psum, runend,
+        arrs)``, lists aligned with ``batch`` (``arrs``: a :class:`Columns`
+        with some of them as numpy arrays):
 
         * ``prev[i]``: index in the batch of the flow's previous packet when
           packet i may continue that packet's aggregate (see module doc),
@@ -123,11 +126,103 @@ def classify(batch, verify, sums=False):
 
 def classify_chunk(chunk, off, cap, orig, verify, sums=False):
     """:func:`classify` for a :class:`pcapgro.capture.pcap.RecordChunk`
-    (``off``, ``cap``, ``orig``: its numpy columns), in place; None when
-    its frames do not all start at even offsets (then make Packets)."""
-    if ((off | cap) & 1).any() or int(off[-1] + cap[-1]) + 2 > len(chunk.buf):
-        return None
+    (``off``, ``cap``, ``orig``: its numpy columns), in place: frames
+    may start at any offset of the chunk, have any length."""
     return _classify(chunk.buf, off, cap, cap, orig, chunk.linktype, verify, sums)
+
+
+_K = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
+               0xD6E8FEB86659FD93], dtype=np.uint64)
+# the flow key's bytes in the little-endian 64-bit words 0, 1, 3 and 4 of a
+# row: MAC header 0..13, IPv4 addresses and ports 26..37
+_KEY_MASKS = np.array([0xFFFFFFFFFFFFFFFF, 0x0000FFFFFFFFFFFF, 0xFFFFFFFFFFFF0000,
+                       0x0000FFFFFFFFFFFF], dtype=np.uint64)[:, None]
+
+
+def _ack_opt_masks():
+    """(16, 7) uint64: per TCP data offset, the little-endian masks of
+    words 5..11 (bytes 40..95) of a header row selecting ack_seq (42..45)
+    and the option bytes (54 .. 34 + 4 * doff)."""
+    m = np.zeros((16, 56), dtype=np.uint8)
+    m[:, 2:6] = 0xFF                                   # bytes 42..45
+    for doff in range(16):
+        m[doff, 14:max(14, 34 + 4 * doff - 40)] = 0xFF  # bytes 54 .. 34+hl
+    return m.view(np.uint64)
+
+
+_ACK_OPT_MASKS = _ack_opt_masks()
+# per TCP data offset: which of the 30 words after byte 34 are TCP header
+_TCP_WORD_MASKS = (np.arange(30)[None, :] < 2 * np.arange(16)[:, None]).astype(np.uint16)
+
+
+def _flow_order(H):
+    """Group the rows of header bytes ``H`` ((n, 96) uint8, C order) by
+    flow key (MAC header and IPv4 addresses and ports, see _KEY_MASKS).
+
+    Returns ``(order, same, inv)``: a permutation of the rows putting each
+    flow's rows together (in row order within a flow), ``same[k]``: rows
+    ``order[k]`` and ``order[k + 1]`` are of one flow, and ``inv``: a flow
+    id per row (0..flows-1).  Rows are sorted by a 64-bit hash of the key
+    words; that rows said to be of one flow have equal keys is checked, and
+    on a hash collision the key words themselves are sorted (exact)."""
+    W = H.view(np.uint64)
+    c = np.stack((W[:, 0], W[:, 1], W[:, 3], W[:, 4])) & _KEY_MASKS   # (4, n)
+    h = (c * _K[:, None]).sum(axis=0, dtype=np.uint64)
+    h ^= h >> np.uint64(31)
+    order = np.argsort(h, kind="stable")
+    hs = h[order]
+    same = hs[1:] == hs[:-1]
+    cs = c[:, order]
+    eq = (cs[:, 1:] == cs[:, :-1]).all(axis=0)
+    if (same & ~eq).any():
+        order = np.lexsort(c[::-1])
+        cs = c[:, order]
+        same = (cs[:, 1:] == cs[:, :-1]).all(axis=0)
+    gid = np.zeros(len(h), dtype=np.int64)
+    np.cumsum(~same, out=gid[1:])
+    inv = np.empty(len(h), dtype=np.int64)
+    inv[order] = gid
+    return order, same, inv
+
+
+def _derived_psums(H, hl, tot):
+    """Payload sums taken from the TCP checksum fields (checksums not
+    verified, so not summed from the bytes): for a segment whose checksum is
+    valid, pseudo-header + TCP header (field included) + payload sums to 0
+    mod 0xFFFF, so the payload's sum is minus the rest (RFC 1624's
+    incremental arithmetic).  -1 where the field holds the pseudo-header
+    seed (a sender's CHECKSUM_PARTIAL: the payload is then summed from its
+    bytes).  Mirrors :func:`derived_psum` (the general path's)."""
+    pseudo, tcp = _pseudo_tcp_sums(H, hl, tot)
+    d = (-(pseudo + tcp)) % 0xFFFF
+    sd = pseudo % 0xFFFF
+    sd[sd == 0] = 0xFFFF                                   # fold(): pseudo > 0
+    return np.where(H.view(">u2")[:, 25] == sd, -1, d)
+
+
+def _pseudo_tcp_sums(H, hl, tot):
+    """Per header row: the TCP pseudo-header sum (IPv4 addresses, protocol
+    6, TCP length ``tot - 20``; unreduced) and the TCP header's sum
+    (checksum field included; hl bytes from byte 34), mod 0xFFFF."""
+    # little-endian words of the TCP header (17 .. 17 + hl/2 of the row);
+    # x 256 mod 0xFFFF gives the big-endian sum
+    tcp = (H.view("<u2")[:, 17:47] * _TCP_WORD_MASKS[hl >> 2]).sum(axis=1, dtype=np.int64)
+    tcp = tcp % 0xFFFF * 256 % 0xFFFF
+    pseudo = H.view(">u2")[:, 13:17].sum(axis=1, dtype=np.int64) + 6 + tot - 20
+    return pseudo, tcp
+
+
+def derived_psum(caddr_sum, tcp_hdr, tcp_len):
+    """The payload sum (mod 0xFFFF) of one TCP segment taken from its
+    checksum field, as :func:`_derived_psums` does for a batch, or None when
+    the field holds the pseudo-header seed.  ``caddr_sum``: ones_sum of the
+    pseudo-header addresses; ``tcp_hdr``: the TCP header bytes (options
+    included); ``tcp_len``: TCP header + payload length (bytes)."""
+    pseudo = caddr_sum + 6 + (tcp_len >> 16) + (tcp_len & 0xFFFF)
+    sd = pseudo % 0xFFFF or 0xFFFF
+    if (tcp_hdr[16] << 8) | tcp_hdr[17] == sd:
+        return None
+    return (-(pseudo + int.from_bytes(tcp_hdr, "big"))) % 0xFFFF
 
 
 def _classify(buf, off, lens, plen2, origs, lt, verify, sums):
@@ -137,71 +232,59 @@ def _classify(buf, off, lens, plen2, origs, lt, verify, sums):
     one int for all)."""
     n = len(off)
     arr = np.frombuffer(buf, dtype=np.uint8)
-    idx = off[:, None] + _COLS
-    np.minimum(idx, len(arr) - 1, out=idx)
-    H = arr[idx]                                   # (n, 94) header bytes
+    # (n, 96) header bytes (HDR and 2 more); past the buffer's end: its
+    # last byte
+    H = np.take(arr, off[:, None] + _COLS, mode="clip")
 
-    tot = _u16(H, 16)
-    word = _u32(H, 46)
+    B = H.view(">u2")                  # big-endian 16-bit words of the rows
+    tot = B[:, 8].astype(np.int64)
+    word = (B[:, 23].astype(np.int64) << 16) | B[:, 24]
     doff = H[:, 46] >> 4
     hl = doff.astype(np.int64) << 2
     pay = 34 + hl
     L = 14 + tot - pay
-    frag = _u16(H, 20)
-    fast = ((lt == 1) & (lens >= 54) & (H[:, 12] == 8) & (H[:, 13] == 0)
+    frag = B[:, 10]
+    fast = ((lt == 1) & (lens >= 54) & (B[:, 6] == 0x0800)
             & (H[:, 14] == 0x45) & (H[:, 23] == 6) & (tot + 14 == lens)
             & (lens == origs) & ((frag & 0xBFFF) == 0) & (doff >= 5) & (L >= 0))
-    # IPv4 header checksum from the header columns
-    hw = H[:, 14:34].astype(np.int64)
-    fast &= ((hw[:, 0::2] << 8) + hw[:, 1::2]).sum(axis=1) % 0xFFFF == 0
+    # IPv4 header checksum from the header columns (a sum of byte-swapped
+    # words is 256 x the sum, so zero mod 0xFFFF either way)
+    fast &= H.view("<u2")[:, 7:17].sum(axis=1, dtype=np.int64) % 0xFFFF == 0
     n_verified = 0
     psum = None
-    if verify or sums:
-        # TCP checksum: addresses + TCP header, 16-bit words [s+6, ps), and
-        # payload, [ps, e)
-        # little-endian words sum faster (no byte swap); a sum of swapped
-        # words is the swapped sum, i.e. x 256 mod 0xFFFF
-        words = np.frombuffer(buf, dtype="<u2", count=len(buf) >> 1)
-        s = (off + 14) >> 1
-        e = (off + plen2) >> 1
-        a = np.minimum(s + 6, e)
-        ps = np.clip((off + pay) >> 1, a, e)
-        ix = np.empty(3 * n, dtype=np.intp)
-        ix[0::3] = a
-        ix[1::3] = ps
-        ix[2::3] = e
-        acc = np.uint32 if int(lens.max()) < 65536 else np.uint64
-        red = np.add.reduceat(words, ix, dtype=acc)
-        r2 = np.where(ps < e, red[1::3], 0).astype(np.int64) % 0xFFFF * 256 % 0xFFFF
-        if verify:
-            r = (np.where(a < ps, red[0::3], 0).astype(np.int64) % 0xFFFF * 256) + r2
-            tcp_ok = (r + 6 + tot - 20) % 0xFFFF == 0
-            n_verified = int(np.count_nonzero(fast & tcp_ok))
-            fast &= tcp_ok
+    if verify:
+        # TCP checksum: pseudo-header and TCP header from the header rows,
+        # the payload summed in place (range_sums: one pass over the chunk)
+        s0 = off + np.clip(pay, 0, lens)
+        r2 = range_sums(buf, s0, np.maximum(off + np.minimum(lens, 14 + tot), s0))
+        pseudo, tcp = _pseudo_tcp_sums(H, hl, tot)
+        tcp_ok = (pseudo + tcp + r2) % 0xFFFF == 0
+        n_verified = int(np.count_nonzero(fast & tcp_ok))
+        fast &= tcp_ok
         if sums:
             psum = np.where(fast, r2, -1).tolist()
+    elif sums:
+        psum = np.where(fast, _derived_psums(H, hl, tot), -1).tolist()
 
     # previous packet of the same flow (MAC header + addresses + ports)
-    key = np.ascontiguousarray(np.concatenate((H[:, 0:14], H[:, 26:38]), axis=1))
-    kv = key.view(np.dtype((np.void, 26))).ravel()
-    _, inv = np.unique(kv, return_inverse=True)
-    inv = inv.ravel()
-    order = np.argsort(inv, kind="stable")
-    same = inv[order[1:]] == inv[order[:-1]]
+    order, same, inv = _flow_order(H)
     prev = np.full(n, -1, dtype=np.int64)
     prev[order[1:][same]] = order[:-1][same]
 
     has = prev >= 0
     p = np.where(has, prev, 0)
     flags = H[:, 47]
-    seq = _u32(H, 38)
-    ipid = _u16(H, 18)
+    seq = (B[:, 19].astype(np.int64) << 16) | B[:, 20]
+    ipid = B[:, 9].astype(np.int64)
     did = (ipid - ipid[p]) & 0xFFFF
     seqn = (seq + L) & 0xFFFFFFFF
-    opt_eq = ((H[:, 54:94] == H[p, 54:94]) | (_OPT_COLS >= (hl - 20)[:, None])).all(axis=1)
+    # ack_seq (bytes 42..45) and the option bytes (54 .. 34 + hl) equal the
+    # previous packet's: 64-bit words 5..11, masked by data offset
+    W = H.view(np.uint64)[:, 5:12]
+    opt_eq = (((W ^ W[p]) & _ACK_OPT_MASKS[doff]) == 0).all(axis=1)
     cont = (has & fast & fast[p] & ((flags[p] & _FINAL) == 0) & ((flags & (_FINAL | _CWR)) == 0)
             & (((word ^ word[p]) & ~0x00090000) == 0)
-            & (H[:, 42:46] == H[p, 42:46]).all(axis=1) & opt_eq
+            & opt_eq
             & (H[:, 15] == H[p, 15]) & (H[:, 22] == H[p, 22])
             & ((frag & 0x4000) == (frag[p] & 0x4000))
             & (L > 0) & (L == L[p]) & (seq == seqn[p]) & (did <= 1))
@@ -212,7 +295,23 @@ def _classify(buf, off, lens, plen2, origs, lt, verify, sums):
     runend = stops[np.searchsorted(stops, np.arange(n), side="right")]
     if psum is None:
         psum = [None] * n
-    elif not fast.all():
+    elif -1 in psum:
         psum = [None if x < 0 else x for x in psum]
+    arrs = Columns()
+    arrs.inv = inv
+    arrs.prev = prev
+    arrs.fast = fast
+    arrs.pay = pay
+    arrs.did = did
+    arrs.L = L
     return (prev.tolist(), L.tolist(), pay.tolist(), seqn.tolist(), did.tolist(),
-            fast.tolist(), n_verified, psum, runend.tolist())
+            fast.tolist(), n_verified, psum, runend.tolist(), arrs)
+
+
+class Columns:
+    """Some of :func:`classify`'s results as numpy arrays (int64 / bool,
+    one element per packet): ``inv`` flow id (packets with equal MAC
+    header, addresses and ports share one; meaningful where ``fast``),
+    ``prev``, ``fast`` (the ``ok`` list), ``pay``, ``did``, ``L`` (``plen``)."""
+
+    __slots__ = ("inv", "prev", "fast", "pay", "did", "L")
