@@ -39,7 +39,7 @@ from . import ipv4, ipv6
 from .config import GRO_HASH_BUCKETS, GRO_LEGACY_MAX_SIZE, MAX_GRO_SKBS, GROConfig
 from .flush import Flush, Pass
 from .seg import Agg, Seg
-from .fastpath import classify, classify_chunk, derived_psum
+from .fastpath import classify, classify_chunk, derived_psum, fill_lazy
 from .stats import GROStats
 from .tcp import PSH, FIN, final_flush, merge_flush, seed
 from .udp import UDP_GRO_CNT_MAX, segment_checks
@@ -125,6 +125,10 @@ class GROEngine:
         self._ps = None                  # its payload sum (or None), see _Agg
         self.last_ts = None              # arrival time of the last packet
         self.in_poll = 0                 # packets taken by the current poll
+        # True (set by pipeline.run for a writer with ``takes_parts``): an
+        # aggregate's Packet.data is the list of its parts (header bytes,
+        # payload memoryviews of the input), written without joining them
+        self.parts_out = False
 
     # ------------------------------------------------------------------ API
 
@@ -205,7 +209,7 @@ class GROEngine:
         base = stats.packets
         stats.packets += n
         if fast:
-            cls = classify(batch, verify, cfg.csum == "valid") + ([None] * n,)
+            cls = classify(batch, verify, cfg.csum == "valid") + [[None] * n]
             if cls[6]:
                 stats.csum["verified"] += cls[6]
         else:
@@ -238,43 +242,41 @@ class GROEngine:
             self._packets(lb.packets())
             return
         off, cap, orig, t = lb.columns()
-        cls = classify_chunk(lb, off, cap, orig, cfg.verify_csum, cfg.csum == "valid")
-        if cls is None:
-            self._packets(lb.packets())
-            return
+        plan = None if cfg.annotate or cfg.fraglist else self._plan
+        cls = classify_chunk(lb, off, cap, orig, cfg.verify_csum, cfg.csum == "valid",
+                             lazy=plan is not None)
         stats = self.stats
         base = stats.packets
         stats.packets += n
         if cls[6]:
             stats.csum["verified"] += cls[6]
-        cls += ([None] * n,)
+        cls.append([None] * n)
         ts = lb.ts
         arrs = cls[9]
         # payload start and end of each record in the chunk (run entries)
         lb_pe = (off + cap).tolist()
         lb_ps = (off + arrs.pay).tolist()
         runs = (lb_ps, lb_pe)
-        if cfg.annotate or cfg.fraglist:
-            plan = None
-        else:
-            plan = self._plan
         run_fast = self._run_fast
 
         def run(a, b):
             if plan is None or not plan(lb, base, cls, runs, t, a, b):
+                fill_lazy(cls)
                 run_fast(lb, lb.packet, base, cls, ts, a, b, runs)
 
         self._polls(ts, t, run)
-        # what stays held refers to this chunk no more (memory stays bounded
-        # by what GRO holds): its runs become Packets (annotated output needs
-        # each one for the restore record) or one bytes object of payload
+        # memory stays bounded by what GRO holds: what stays held may refer
+        # to this chunk and the one before (most aggregates held at a chunk's
+        # end are completed in the next), not to older ones: their runs
+        # become Packets (annotated output needs each one for the restore
+        # record) or one bytes object of payload
         annotate = cfg.annotate
         cfg_sums = cfg.csum == "valid" and not cfg.verify_csum
         for agg in self.flows.values():
             pk = agg.pkts
             for k in range(1, len(pk)):
                 e = pk[k]
-                if type(e) is tuple:
+                if type(e) is tuple and e[0] is not lb:
                     if annotate:
                         self._expand_run(agg, k)
                         break
@@ -308,10 +310,21 @@ class GROEngine:
         if int(tt[0]) < last0 or (b - a > 1 and bool((tt[1:] < tt[:-1]).any())):
             return False
         inv = arrs.inv[a:b]
-        order = np.argsort(inv, kind="stable")
-        sinv = inv[order]
+        so = np.argsort(inv, kind="stable")
+        sinv = inv[so]
         cut = (np.flatnonzero(sinv[1:] != sinv[:-1]) + 1).tolist()
-        order = (order + a).tolist()
+        so += a
+        # segments of each flow's packets (in sorted order) to walk: each
+        # starts at a packet that does not continue the flow's previous one
+        # (classify), at an IPv4 ID step change, or at the flow's first
+        pv_s = arrs.prev[so]
+        dd_s = arrs.did[so]
+        stop = pv_s < 0
+        stop[1:] |= dd_s[1:] != dd_s[:-1]
+        stop[cut] = True
+        stop[0] = True
+        stops = np.flatnonzero(stop).tolist()
+        order = so.tolist()
         buf = lb.buf
         off = lb.off
         flows = self.flows
@@ -320,12 +333,10 @@ class GROEngine:
         load = None
         s0 = 0
         for e in cut + [b - a]:
-            xs = order[s0:e]
-            s0 = e
-            o = off[xs[0]]
+            o = off[order[s0]]
             key = (0, bytes(buf[o:o + 14]), bytes(buf[o + 26:o + 34]), bytes(buf[o + 34:o + 38]), 6)
-            groups.append((key, xs))
-            if key not in flows and any(map(plen.__getitem__, xs)):
+            groups.append((key, s0, e))
+            if key not in flows and any(map(plen.__getitem__, order[s0:e])):
                 # a flow that may be held anew: room in its bucket?
                 h = (zlib.crc32(key[2] + key[3]) or 1) if hashed else 0
                 if load is None:
@@ -334,6 +345,8 @@ class GROEngine:
                 load[bk] += 1
                 if load[bk] > MAX_GRO_SKBS:
                     return False
+            s0 = e
+        stops.append(b - a)
         lb_ps, lb_pe = runs
         limit = self.limit
         general = self._general
@@ -342,81 +355,88 @@ class GROEngine:
         out0 = self.out
         ev_at = []
         ev = []
-        for key, xs in groups:
-            m = len(xs)
-            if key not in flows and not any(map(plen.__getitem__, xs)):
+        si = 0
+        for key, fs, fe in groups:
+            if key not in flows and not any(map(plen.__getitem__, order[fs:fe])):
                 # pure ACKs of a flow with nothing held: all passed
-                stats.passed[Pass.PURE_ACK] += m
+                xs = order[fs:fe]
+                stats.passed[Pass.PURE_ACK] += fe - fs
                 ev_at += xs
                 ev += [[p] for p in map(packet, xs)]
+                while stops[si] < fe:
+                    si += 1
                 continue
-            # where classify's continuation chain breaks, where the IPv4 ID
-            # step changes
-            pv = [prev[x] for x in xs]
-            dd = [did[x] for x in xs]
-            k = 0
-            while k < m:
-                x = xs[k]
-                p = pv[k]
+            while True:
+                q0 = stops[si]
+                if q0 >= fe:
+                    break
+                si += 1
+                q1 = stops[si]
+                if q1 > fe:
+                    q1 = fe
+                k = q0
+                p = prev[order[k]]
                 cur = owner[p] if p >= 0 else None
-                if cur is not None and cur.fast:
-                    L = plen[x]
-                    n_size = (limit - 1 - cur.size) // L
-                    d0 = dd[k]
-                    if n_size > 0 and (cur.count == 1 or d0 == (0 if cur.fixedid else 1)):
-                        end = k + 1
-                        top = k + n_size
-                        if top > m:
-                            top = m
-                        while end < top and pv[end] >= 0 and dd[end] == d0:
-                            end += 1
-                        blk = xs[k:end]
-                        nb = end - k
-                        if cur.count == 1:
-                            cur.fixedid = d0 == 0
-                        cur.count += nb
-                        cur.size += nb * L
-                        cur.seq_next = seqn[xs[end - 1]]
-                        cur.pkts.append((lb, blk, lb_ps, lb_pe, psum, L))
-                        cur.pays.append(L)
-                        cur.idxs.append(base + x)
-                        cur.psums.append(_block_psum(psum, blk, L))
-                        owner[xs[end - 1]] = cur
-                        k = end
-                        continue
-                    # the general path, its output kept aside
-                    self.out = o = []
-                    self.last_out_ts = last0
-                    if n_size <= 0 and (cur.count == 1 or d0 == (0 if cur.fixedid else 1)):
-                        # it continues the aggregate, which is full: what
-                        # _receive does (complete: size limit; hold it as
-                        # the new head), its Seg from the old head's (a
-                        # continuation has the same headers but for seq, ID)
-                        pk = packet(x)
-                        seg = _next_head(cur.head, pk, (seqn[x] - L) & 0xFFFFFFFF)
-                        self.idx = base + x
-                        self._ps = psum[x]
-                        tx = pk.ts
-                        self._complete(cur, Flush.SIZE_LIMIT, tx)
-                        owner[x] = self._hold(seg, tx)
+                while k < q1:
+                    x = order[k]
+                    if cur is not None and cur.fast:
+                        L = plen[x]
+                        n_size = (limit - 1 - cur.size) // L
+                        d0 = did[x]
+                        id_ok = cur.count == 1 or d0 == (0 if cur.fixedid else 1)
+                        if n_size > 0 and id_ok:
+                            # merged: the segment's packets up to the size
+                            # limit (the ID step is the same all along)
+                            end = k + n_size
+                            if end > q1:
+                                end = q1
+                            blk = order[k:end]
+                            nb = end - k
+                            if cur.count == 1:
+                                cur.fixedid = d0 == 0
+                            cur.count += nb
+                            cur.size += nb * L
+                            cur.seq_next = seqn[blk[-1]]
+                            cur.pkts.append((lb, blk, lb_ps, lb_pe, psum, L))
+                            cur.pays.append(L)
+                            cur.idxs.append(base + x)
+                            cur.psums.append(_block_psum(psum, blk, L))
+                            owner[blk[-1]] = cur
+                            k = end
+                            continue
+                        # the general path, its output kept aside
+                        self.out = o = []
+                        self.last_out_ts = last0
+                        if id_ok:
+                            # it continues the aggregate, which is full: what
+                            # _receive does (complete: size limit; hold it as
+                            # the new head), its Seg from the old head's (a
+                            # continuation has the same headers but for seq, ID)
+                            pk = packet(x)
+                            seg = _next_head(cur.head, pk, (seqn[x] - L) & 0xFFFFFFFF)
+                            self.idx = base + x
+                            self._ps = psum[x]
+                            tx = pk.ts
+                            self._complete(cur, Flush.SIZE_LIMIT, tx)
+                            cur = owner[x] = self._hold(seg, tx)
+                        else:
+                            cur = owner[x] = general(packet(x), base + x, t_of(lb, x),
+                                                     psum[x], True)
                     else:
-                        owner[x] = general(packet(x), base + x, t_of(lb, x), psum[x], True)
-                    ev_at.append(x)
-                    ev.append(o)
+                        # the general path, its output kept aside
+                        self.out = o = []
+                        self.last_out_ts = last0
+                        if not plen[x] and key not in flows:
+                            stats.passed[Pass.PURE_ACK] += 1
+                            o.append(packet(x))
+                            cur = None
+                        else:
+                            cur = owner[x] = general(packet(x), base + x, t_of(lb, x),
+                                                     psum[x], True)
+                    if o:
+                        ev_at.append(x)
+                        ev.append(o)
                     k += 1
-                    continue
-                # the general path, its output kept aside
-                self.out = o = []
-                self.last_out_ts = last0
-                if not plen[x] and key not in flows:
-                    stats.passed[Pass.PURE_ACK] += 1
-                    o.append(packet(x))
-                else:
-                    owner[x] = general(packet(x), base + x, t_of(lb, x), psum[x], True)
-                if o:
-                    ev_at.append(x)
-                    ev.append(o)
-                k += 1
         self.out = out0
         if ev:
             if len(ev) > 1:
@@ -1038,7 +1058,9 @@ class GROEngine:
             hdr[at] = c >> 8
             hdr[at + 1] = c & 0xFF
         hdr = bytes(hdr)
-        data = b"".join([hdr] + payloads)
+        payloads.insert(0, hdr)
+        # parts_out: the writer takes the parts as they are (no copy here)
+        data = payloads if self.parts_out else b"".join(payloads)
         orig_len = l3off + ins + l3len
         meta = pkt.meta
         if self.cfg.annotate:

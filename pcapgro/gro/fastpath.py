@@ -81,8 +81,8 @@ def classify(batch, verify, sums=False):
         sums:   also compute the payload sums (``psum``).
 
     Returns:
-        ``(prev, plen, pay, seqn, did, ok, n_verified, psum, runend,
-        arrs)``, lists aligned with ``batch`` (``arrs``: a :class:`Columns`
+        ``[prev, plen, pay, seqn, did, ok, n_verified, psum, runend,
+        arrs]``, lists aligned with ``batch`` (``arrs``: a :class:`Columns`
         with some of them as numpy arrays):
 
         * ``prev[i]``: index in the batch of the flow's previous packet when
@@ -124,11 +124,13 @@ def classify(batch, verify, sums=False):
     return _classify(buf, off, lens, plen2, origs, lt, verify, sums)
 
 
-def classify_chunk(chunk, off, cap, orig, verify, sums=False):
+def classify_chunk(chunk, off, cap, orig, verify, sums=False, lazy=False):
     """:func:`classify` for a :class:`pcapgro.capture.pcap.RecordChunk`
     (``off``, ``cap``, ``orig``: its numpy columns), in place: frames
-    may start at any offset of the chunk, have any length."""
-    return _classify(chunk.buf, off, cap, cap, orig, chunk.linktype, verify, sums)
+    may start at any offset of the chunk, have any length.  ``lazy``: the
+    ``pay``, ``ok`` and ``runend`` lists are None until :func:`fill_lazy`
+    (the chunk planner needs only the arrays).  Returns a list."""
+    return _classify(chunk.buf, off, cap, cap, orig, chunk.linktype, verify, sums, lazy)
 
 
 _K = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
@@ -225,7 +227,7 @@ def derived_psum(caddr_sum, tcp_hdr, tcp_len):
     return (-(pseudo + int.from_bytes(tcp_hdr, "big"))) % 0xFFFF
 
 
-def _classify(buf, off, lens, plen2, origs, lt, verify, sums):
+def _classify(buf, off, lens, plen2, origs, lt, verify, sums, lazy=False):
     """classify over frames at ``off`` in ``buf`` (lengths ``lens``; each
     frame followed by ``plen2 - lens`` zero bytes, at an even offset when
     ``verify`` or ``sums``); ``lt``: link type | iface << 16 (array or
@@ -289,10 +291,6 @@ def _classify(buf, off, lens, plen2, origs, lt, verify, sums):
             & ((frag & 0x4000) == (frag[p] & 0x4000))
             & (L > 0) & (L == L[p]) & (seq == seqn[p]) & (did <= 1))
     prev = np.where(cont, prev, -1)
-    # runs of packets that each continue the one just before them
-    cons = prev == np.arange(-1, n - 1)
-    stops = np.append(np.flatnonzero(~cons), n)
-    runend = stops[np.searchsorted(stops, np.arange(n), side="right")]
     if psum is None:
         psum = [None] * n
     elif -1 in psum:
@@ -304,8 +302,30 @@ def _classify(buf, off, lens, plen2, origs, lt, verify, sums):
     arrs.pay = pay
     arrs.did = did
     arrs.L = L
-    return (prev.tolist(), L.tolist(), pay.tolist(), seqn.tolist(), did.tolist(),
-            fast.tolist(), n_verified, psum, runend.tolist(), arrs)
+    if lazy:
+        return [prev.tolist(), L.tolist(), None, seqn.tolist(), did.tolist(),
+                None, n_verified, psum, None, arrs]
+    return [prev.tolist(), L.tolist(), pay.tolist(), seqn.tolist(), did.tolist(),
+            fast.tolist(), n_verified, psum, _runend(prev), arrs]
+
+
+def _runend(prev):
+    """runend (see :func:`classify`) from the numpy ``prev`` column."""
+    n = len(prev)
+    # runs of packets that each continue the one just before them
+    cons = prev == np.arange(-1, n - 1)
+    stops = np.append(np.flatnonzero(~cons), n)
+    return stops[np.searchsorted(stops, np.arange(n), side="right")].tolist()
+
+
+def fill_lazy(cls):
+    """Fill in what :func:`classify_chunk` with ``lazy`` left out (the
+    ``pay``, ``ok`` and ``runend`` lists), in place."""
+    if cls[2] is None:
+        arrs = cls[9]
+        cls[2] = arrs.pay.tolist()
+        cls[5] = arrs.fast.tolist()
+        cls[8] = _runend(arrs.prev)
 
 
 class Columns:
