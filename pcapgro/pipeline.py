@@ -21,7 +21,9 @@ A transform that is the ``process`` method of an object with
 out instead: the reader's batches go in whole (from classic pcap, as
 ``RecordChunk`` objects: records not yet made into Packets, see
 ``PcapReader.batches(lazy=True)``) and each list that comes out goes to
-``write_batch``.  Same events out; no per-event generator step.
+``write_batch``.  Same events out; no per-event generator step.  A writer
+with ``takes_parts`` (classic pcap) gets aggregates as lists of parts
+(``GROEngine.parts_out``): their payloads are never copied in Python.
 """
 
 from __future__ import annotations
@@ -96,8 +98,12 @@ def run(reader, writer, transform=None, progress=None):
         # the transform takes and gives lists (GROEngine.transform_batches)
         wb = writer.write_batch
         lazy = getattr(reader, "format", None) == "pcap" and hasattr(reader, "_chunks")
-        for out in _batch_transform(transform)(reader.batches(lazy=True) if lazy
-                                                else reader.batches()):
+        tb = _batch_transform(transform)
+        eng = getattr(tb, "__self__", None)
+        if getattr(writer, "takes_parts", False) and hasattr(eng, "parts_out"):
+            # aggregates go to the writer as their parts, not joined
+            eng.parts_out = True
+        for out in tb(reader.batches(lazy=True) if lazy else reader.batches()):
             if out:
                 wb(out)
             if progress is not None:

@@ -406,10 +406,17 @@ class PcapWriter:
     larger (a non-seekable output gets a warning instead).  A packet larger
     than 262144 bytes gets one warning (libpcap tools refuse those).
 
+    ``takes_parts``: a Packet's ``data`` may also be a list of bytes-like
+    parts (an aggregate's header and its payloads, memoryviews of the input
+    chunks: :attr:`pcapgro.gro.GROEngine.parts_out`): the record is their
+    concatenation, written without joining them (``os.writev``).  The
+    parts must stay unchanged until the writer is flushed or closed.
+
     Attributes: ``packets``, ``packet_bytes`` (captured bytes) written.
     """
 
     format = "pcap"
+    takes_parts = True
 
     def __init__(self, f, nanosecond=None, byteorder=None):
         self._sink = ByteSink(f)
@@ -502,7 +509,11 @@ class PcapWriter:
         for ev in events:
             if type(ev) is Packet:
                 d = ev.data
-                n = len(d)
+                if type(d) is list:
+                    # parts (takes_parts): written as they are, not joined
+                    n = sum(map(len, d))
+                else:
+                    n = len(d)
                 ts = ev.ts
                 if n > maxlen:
                     maxlen = self._bigger(n)
@@ -512,7 +523,10 @@ class PcapWriter:
                     app(pack(ts // 1000000000, ts % 1000000000, n, ev.orig_len))
                 else:
                     app(pack(ts // 1000000000, ts % 1000000000 // 1000, n, ev.orig_len))
-                app(d)
+                if type(d) is list:
+                    parts += d
+                else:
+                    app(d)
                 n_pk += 1
                 n_by += n
             else:

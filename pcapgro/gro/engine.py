@@ -27,6 +27,7 @@ Model (a capture shows no NAPI poll boundaries, so they are modelled):
 
 import struct
 import zlib
+from operator import itemgetter
 
 import numpy as np
 
@@ -105,6 +106,11 @@ class GROEngine:
         for ev in engine.process(reader):   # events of pcapgro.record
             writer.write(ev)
         engine.stats.to_dict()
+
+    ``parts_out`` (default False; :func:`pcapgro.pipeline.run` sets it for
+    a writer with ``takes_parts``): an aggregate's ``Packet.data`` is then
+    the list of its parts (header bytes, payload memoryviews of the input)
+    instead of their join.
 
     ``process`` is a generator: memory stays bounded by what GRO holds (at
     most 64 held aggregates of < gro_max_size bytes each), whatever the
@@ -1123,9 +1129,9 @@ def _run_payloads(run):
 def _block_psum(psum, xs, L):
     """The payload sum (mod 0xFFFF) of records ``xs`` joined, each of ``L``
     bytes, from their sums (list ``psum``); None when one has none."""
-    vals = [psum[x] for x in xs]
-    if len(vals) == 1:
-        return vals[0]
+    if len(xs) == 1:
+        return psum[xs[0]]
+    vals = itemgetter(*xs)(psum) if type(xs) is not range else psum[xs.start:xs.stop]
     if None in vals:
         return None
     if L & 1:
