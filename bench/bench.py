@@ -171,21 +171,41 @@ def stream(f, n_bytes):
     return n, size
 
 
+# Runs ARGV[2:] and writes its peak RSS (KiB) to the file ARGV[1].  pcapgro
+# is started from this small process, not from the caller: Linux counts a
+# forked child's peak RSS from its parent's RSS at fork (ru_maxrss survives
+# exec), so a big caller (a pytest process that ran other tests) would
+# inflate it.
+LAUNCH = ("import resource, subprocess, sys\n"
+          "r = subprocess.run(sys.argv[2:])\n"
+          "open(sys.argv[1], 'w').write(str(resource.getrusage("
+          "resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+          "sys.exit(r.returncode)\n")
+
+
 def stream_merge(n_bytes, pcapgro, args=("merge",)):
     """Stream ``n_bytes`` of :func:`stream` traffic into ``pcapgro ARGS -q -
     -`` (output to /dev/null) through a pipe.  Returns (exit status, packets,
-    bytes, seconds, peak RSS of pcapgro in KiB (wait4 ru_maxrss))."""
+    bytes, seconds, peak RSS of pcapgro in KiB (ru_maxrss, measured by a
+    small launcher process, see LAUNCH))."""
     t = time.perf_counter()
-    p = subprocess.Popen([*pcapgro, *args, "-q", "-", "-"], stdin=subprocess.PIPE,
-                         stdout=subprocess.DEVNULL)
+    fd, report = tempfile.mkstemp(prefix="pcapgro-rss-")
+    os.close(fd)
     try:
-        n, size = stream(p.stdin, n_bytes)
-        p.stdin.close()
-    except BrokenPipeError:
-        n, size = -1, -1
-    _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return p.returncode, n, size, time.perf_counter() - t, ru.ru_maxrss
+        p = subprocess.Popen([sys.executable, "-c", LAUNCH, report, *pcapgro, *args,
+                              "-q", "-", "-"], stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL)
+        try:
+            n, size = stream(p.stdin, n_bytes)
+            p.stdin.close()
+        except BrokenPipeError:
+            n, size = -1, -1
+        rc = p.wait()
+        with open(report) as f:
+            rss = int(f.read() or 0)
+    finally:
+        os.unlink(report)
+    return rc, n, size, time.perf_counter() - t, rss
 
 
 def count_packets(path):

@@ -2,9 +2,9 @@
 
 pcapgro does not use dpkt's pcap/pcapng Reader/Writer on the hot path (they
 lose the original length, interfaces, nanoseconds and comments, and are
-slow); :mod:`.pcap` and :mod:`.pcapng` read 1 MiB chunks and decode records
-with precompiled ``struct.Struct.unpack_from``, and write through a list
-joined into >= 1 MiB writes.
+slow); :mod:`.pcap` and :mod:`.pcapng` read 4 MiB chunks and decode records
+with precompiled ``struct.Struct.unpack_from``, and write through a list of
+parts flushed per >= 1 MiB (``os.writev``, or one join).
 
 * :func:`open_reader` -- ``path`` or ``'-'`` (stdin) -> a reader (format
   detected from the magic, without seeking, so pipes work).

@@ -1,6 +1,6 @@
 """Buffered byte input and output shared by the pcap and pcapng readers/writers.
 
-Input is read in big chunks (1 MiB) and records are decoded with precompiled
+Input is read in big chunks (4 MiB) and records are decoded with precompiled
 ``struct.Struct.unpack_from`` straight out of the chunk; output records are
 collected in a list and written per >= 1 MiB, with one ``os.writev`` per
 IOV_MAX parts when the output is a plain file or pipe and the parts are big
@@ -17,7 +17,7 @@ import sys
 
 from ..errors import DamagedInput, UnusableInput
 
-CHUNK = 1 << 20          # bytes per read() of the input
+CHUNK = 1 << 22          # bytes per read() of the input: numpy per-chunk costs amortize
 FLUSH = 1 << 20          # bytes collected before one write() of the output
 
 # file object types whose readinto(b) is read(len(b)) copied into b
