@@ -424,7 +424,7 @@ class GROEngine:
                             self._ps = psum[x]
                             tx = pk.ts
                             self._complete(cur, Flush.SIZE_LIMIT, tx)
-                            cur = owner[x] = self._hold(seg, tx)
+                            cur = owner[x] = self._hold(seg, tx, False, cur.hash)
                         else:
                             cur = owner[x] = general(packet(x), base + x, t_of(lb, x),
                                                      psum[x], True)
@@ -857,19 +857,24 @@ class GROEngine:
         only plain TCP may grow (BIG TCP)."""
         return self.limit
 
-    def _hold(self, seg, t, flist=False):
+    def _flow_hash(self, seg):
+        """The flow's 32-bit hash: ``hash='flow'``: an RSS-like hash over
+        the 4-tuple (addresses and ports only), never 0; else 0."""
+        if self.cfg.hash != "flow":
+            return 0
+        key = seg.key
+        if seg.family == 4:
+            return zlib.crc32(key[2] + key[3]) or 1
+        return zlib.crc32(key[3][1:33] + key[4]) or 1
+
+    def _hold(self, seg, t, flist=False, h=None):
         """Put ``seg`` on its GRO list as a new head (gso_size := its
         payload length), completing the bucket's oldest if the bucket is
-        full (gro_flush_oldest).  ``flist``: a fraglist aggregate."""
+        full (gro_flush_oldest).  ``flist``: a fraglist aggregate; ``h``:
+        the flow's hash when known (else computed from the key)."""
         key = seg.key
-        if self.cfg.hash == "flow":
-            # an RSS-like hash over the 4-tuple: addresses and ports only
-            if seg.family == 4:
-                h = zlib.crc32(key[2] + key[3]) or 1
-            else:
-                h = zlib.crc32(key[3][1:33] + key[4]) or 1
-        else:
-            h = 0
+        if h is None:
+            h = self._flow_hash(seg)
         b = self.buckets[h & (GRO_HASH_BUCKETS - 1)]
         if len(b) >= MAX_GRO_SKBS:
             self._complete(b[0], Flush.BUCKET_FULL, t)

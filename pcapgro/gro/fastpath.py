@@ -35,27 +35,16 @@ __all__ = ["classify", "classify_chunk", "derived_psum", "Columns", "HDR"]
 
 HDR = 94                   # bytes of each frame looked at: Ethernet, IPv4, TCP + 40 options
 _COLS = np.arange(96, dtype=np.int64)   # HDR rounded up to 64-bit words
-_OPT_COLS = np.arange(40, dtype=np.int64)
 _FINAL = 0x2F              # URG | PSH | RST | SYN | FIN
 _CWR = 0x80
-_TAIL = bytes(128)
-
-
-def _u16(H, c):
-    return (H[:, c].astype(np.int64) << 8) | H[:, c + 1]
-
-
-def _u32(H, c):
-    return ((H[:, c].astype(np.int64) << 24) | (H[:, c + 1].astype(np.int64) << 16)
-            | (H[:, c + 2].astype(np.int64) << 8) | H[:, c + 3])
+_TAIL = bytes(8)           # after joined frames: the buffer is never empty
 
 
 def _in_place(batch):
-    """For a batch read from one chunk (a PacketBatch of the pcap reader)
-    whose frames all start at even offsets of it and end before its last
-    16-bit word: ``(buf, off, lens, origs, linktype)``, the chunk and numpy
-    arrays of frame offsets, captured and original lengths; else None (the
-    frames are then copied end to end)."""
+    """For a batch read from one chunk (a PacketBatch of the pcap reader):
+    ``(buf, off, lens, origs, linktype)``, the chunk and numpy arrays of
+    frame offsets, captured and original lengths; else None (the frames
+    are then copied end to end)."""
     buf = getattr(batch, "buf", None)
     if buf is None or len(batch.recs) != len(batch):
         return None
@@ -65,10 +54,7 @@ def _in_place(batch):
     lo = np.ascontiguousarray(u8[at]).view(batch.byteorder + "u4").astype(np.int64)
     lens = lo[:, 0]
     origs = lo[:, 1]
-    off = r + batch.hl
-    if ((off | lens) & 1).any() or int(off[-1] + lens[-1]) + 2 > len(buf):
-        return None
-    return buf, off, lens, origs, batch.linktype
+    return buf, r + batch.hl, lens, origs, batch.linktype
 
 
 def classify(batch, verify, sums=False):
@@ -106,22 +92,15 @@ def classify(batch, verify, sums=False):
     chunk = _in_place(batch)
     if chunk is not None:
         buf, off, lens, origs, lt = chunk
-        return _classify(buf, off, lens, lens, origs, lt, verify, sums)
+        return _classify(buf, off, lens, origs, lt, verify, sums)
     datas = [p.data for p in batch]
     lens = np.fromiter(map(len, datas), dtype=np.int64, count=n)
-    if verify or sums:
-        # frames end to end, odd ones padded to even length, so that every
-        # IPv4 header (at frame offset 14) starts on a 16-bit word
-        plen2 = lens + (lens & 1)
-        buf = b"".join([d if not len(d) & 1 else d + b"\0" for d in datas] + [_TAIL])
-    else:
-        plen2 = lens
-        buf = b"".join(datas + [_TAIL])
+    buf = b"".join(datas + [_TAIL])
     off = np.zeros(n, dtype=np.int64)
-    np.cumsum(plen2[:-1], out=off[1:])
+    np.cumsum(lens[:-1], out=off[1:])
     origs = np.array([p.orig_len for p in batch], dtype=np.int64)
     lt = np.array([p.linktype | (p.iface << 16) for p in batch], dtype=np.int64)
-    return _classify(buf, off, lens, plen2, origs, lt, verify, sums)
+    return _classify(buf, off, lens, origs, lt, verify, sums)
 
 
 def classify_chunk(chunk, off, cap, orig, verify, sums=False, lazy=False):
@@ -130,7 +109,7 @@ def classify_chunk(chunk, off, cap, orig, verify, sums=False, lazy=False):
     may start at any offset of the chunk, have any length.  ``lazy``: the
     ``pay``, ``ok`` and ``runend`` lists are None until :func:`fill_lazy`
     (the chunk planner needs only the arrays).  Returns a list."""
-    return _classify(chunk.buf, off, cap, cap, orig, chunk.linktype, verify, sums, lazy)
+    return _classify(chunk.buf, off, cap, orig, chunk.linktype, verify, sums, lazy)
 
 
 _K = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
@@ -227,11 +206,10 @@ def derived_psum(caddr_sum, tcp_hdr, tcp_len):
     return (-(pseudo + int.from_bytes(tcp_hdr, "big"))) % 0xFFFF
 
 
-def _classify(buf, off, lens, plen2, origs, lt, verify, sums, lazy=False):
-    """classify over frames at ``off`` in ``buf`` (lengths ``lens``; each
-    frame followed by ``plen2 - lens`` zero bytes, at an even offset when
-    ``verify`` or ``sums``); ``lt``: link type | iface << 16 (array or
-    one int for all)."""
+def _classify(buf, off, lens, origs, lt, verify, sums, lazy=False):
+    """classify over frames at ``off`` in ``buf`` (lengths ``lens``, any
+    offsets and lengths); ``lt``: link type | iface << 16 (array or one
+    int for all); ``lazy``: see :func:`classify_chunk`."""
     n = len(off)
     arr = np.frombuffer(buf, dtype=np.uint8)
     # (n, 96) header bytes (HDR and 2 more); past the buffer's end: its
