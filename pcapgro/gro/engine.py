@@ -307,7 +307,8 @@ class GROEngine:
         a new head, a flush, a pure ACK passed.  What each general step
         writes is kept with its record index; the steps' outputs are then
         written in index order.  Same output, statistics and GRO state as
-        :meth:`_run_fast` (tests/test_gro_chunks.py)."""
+        :meth:`_run_fast` and the general path (tests/test_gro_plan.py,
+        tests/test_gro_chunks.py)."""
         prev, plen, pay, seqn, did, ok, _, psum, runend, arrs, owner = cls
         if not arrs.fast[a:b].all():
             return False
@@ -335,7 +336,6 @@ class GROEngine:
         off = lb.off
         flows = self.flows
         groups = []
-        hashed = self.cfg.hash == "flow"
         load = None
         s0 = 0
         for e in cut + [b - a]:
@@ -344,7 +344,7 @@ class GROEngine:
             groups.append((key, s0, e))
             if key not in flows and any(map(plen.__getitem__, order[s0:e])):
                 # a flow that may be held anew: room in its bucket?
-                h = (zlib.crc32(key[2] + key[3]) or 1) if hashed else 0
+                h = self._flow_hash(key, 4)
                 if load is None:
                     load = [len(x) for x in self.buckets]
                 bk = h & (GRO_HASH_BUCKETS - 1)
@@ -857,13 +857,13 @@ class GROEngine:
         only plain TCP may grow (BIG TCP)."""
         return self.limit
 
-    def _flow_hash(self, seg):
-        """The flow's 32-bit hash: ``hash='flow'``: an RSS-like hash over
-        the 4-tuple (addresses and ports only), never 0; else 0."""
+    def _flow_hash(self, key, family):
+        """The 32-bit hash of the flow with key ``key`` (a Seg's) and IP
+        ``family``: ``hash='flow'``: an RSS-like hash over the 4-tuple
+        (addresses and ports only), never 0; else 0."""
         if self.cfg.hash != "flow":
             return 0
-        key = seg.key
-        if seg.family == 4:
+        if family == 4:
             return zlib.crc32(key[2] + key[3]) or 1
         return zlib.crc32(key[3][1:33] + key[4]) or 1
 
@@ -874,7 +874,7 @@ class GROEngine:
         the flow's hash when known (else computed from the key)."""
         key = seg.key
         if h is None:
-            h = self._flow_hash(seg)
+            h = self._flow_hash(key, seg.family)
         b = self.buckets[h & (GRO_HASH_BUCKETS - 1)]
         if len(b) >= MAX_GRO_SKBS:
             self._complete(b[0], Flush.BUCKET_FULL, t)
