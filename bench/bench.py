@@ -85,48 +85,56 @@ def _segment(src, dst, smac, dmac, sport, dport, seq, ack, ipid, tsval, tsecr, f
     return dmac + smac + b"\x08\x00" + ip + tcp + payload
 
 
-def generate(path, n_packets, ts_clock="ms"):
-    """Write the synthetic capture to ``path`` (at least ``n_packets``).
-
-    ``ts_clock``: 'ms' (TSval of both ends = milliseconds, as Linux) or
-    'ack' (the receiver's TSval steps at every ACK)."""
+def _rounds(ts_clock="ms"):
+    """The benchmark traffic, endlessly: per round (BURST segments of every
+    flow in turn, with their ACKs) ``(parts, packets)``, ``parts`` the
+    classic-pcap records (16-byte header, frame, ...).  ``ts_clock``: 'ms'
+    (TSval of both ends = milliseconds, as Linux) or 'ack' (the receiver's
+    TSval steps at every ACK)."""
     flows = [_Flow(i) for i in range(FLOWS)]
     rec = struct.Struct("<IIII").pack
     ts = 1_700_000_000 * 10**6
-    n = 0
-    out = [b"\xd4\xc3\xb2\xa1" + struct.pack("<HHiIII", 2, 4, 0, 0, 262144, 1)]
-    with open(path + ".tmp", "wb") as f:
-        while n < n_packets:
-            for fl in flows:
-                for k in range(BURST):
+    while True:
+        out = []
+        for fl in flows:
+            for k in range(BURST):
+                if ts_clock == "ms":
+                    fl.tsval = (1000 + ts // 1000) & 0xFFFFFFFF
+                fr = _segment(fl.cli, fl.srv, fl.mac_c, fl.mac_s, fl.sport, fl.dport,
+                              fl.seq, fl.ack, fl.ipid, fl.tsval, fl.tsecr, 0x10,
+                              fl.payload, fl.psum)
+                fl.seq = (fl.seq + MSS) & 0xFFFFFFFF
+                fl.ipid = (fl.ipid + 1) & 0xFFFF
+                ts += 1
+                out += (rec(ts // 10**6, ts % 10**6, len(fr), len(fr)), fr)
+                if k % ACK_EVERY == ACK_EVERY - 1:
                     if ts_clock == "ms":
-                        fl.tsval = (1000 + ts // 1000) & 0xFFFFFFFF
-                    fr = _segment(fl.cli, fl.srv, fl.mac_c, fl.mac_s, fl.sport, fl.dport,
-                                  fl.seq, fl.ack, fl.ipid, fl.tsval, fl.tsecr, 0x10,
-                                  fl.payload, fl.psum)
-                    fl.seq = (fl.seq + MSS) & 0xFFFFFFFF
-                    fl.ipid = (fl.ipid + 1) & 0xFFFF
-                    ts += 1
-                    out.append(rec(ts // 10**6, ts % 10**6, len(fr), len(fr)))
-                    out.append(fr)
-                    n += 1
-                    if k % ACK_EVERY == ACK_EVERY - 1:
-                        if ts_clock == "ms":
-                            fl.tsecr = (5000 + ts // 1000) & 0xFFFFFFFF
-                        else:
-                            fl.tsecr += 1
-                        fr = _segment(fl.srv, fl.cli, fl.mac_s, fl.mac_c, fl.dport, fl.sport,
-                                      fl.ack, fl.seq, fl.rid, fl.tsecr, fl.tsval, 0x10, b"", 0)
-                        fl.rid = (fl.rid + 1) & 0xFFFF
-                        out.append(rec(ts // 10**6, ts % 10**6, len(fr), len(fr)))
-                        out.append(fr)
-                        n += 1
-                if ts_clock != "ms":
-                    fl.tsval += 1
-            if len(out) > 20000:
-                f.write(b"".join(out))
-                out.clear()
-        f.write(b"".join(out))
+                        fl.tsecr = (5000 + ts // 1000) & 0xFFFFFFFF
+                    else:
+                        fl.tsecr += 1
+                    fr = _segment(fl.srv, fl.cli, fl.mac_s, fl.mac_c, fl.dport, fl.sport,
+                                  fl.ack, fl.seq, fl.rid, fl.tsecr, fl.tsval, 0x10, b"", 0)
+                    fl.rid = (fl.rid + 1) & 0xFFFF
+                    out += (rec(ts // 10**6, ts % 10**6, len(fr), len(fr)), fr)
+            if ts_clock != "ms":
+                fl.tsval += 1
+        yield out, len(out) // 2
+
+
+_HEADER = b"\xd4\xc3\xb2\xa1" + struct.pack("<HHiIII", 2, 4, 0, 0, 262144, 1)
+
+
+def generate(path, n_packets, ts_clock="ms"):
+    """Write the synthetic capture to ``path`` (at least ``n_packets``, whole
+    rounds of :func:`_rounds`)."""
+    n = 0
+    with open(path + ".tmp", "wb") as f:
+        f.write(_HEADER)
+        for parts, k in _rounds(ts_clock):
+            if n >= n_packets:
+                break
+            f.write(b"".join(parts))
+            n += k
     os.replace(path + ".tmp", path)
     return n
 
@@ -136,38 +144,16 @@ def stream(f, n_bytes):
     object ``f`` (a pipe) as it is generated: the traffic of
     :func:`generate` (ms TCP timestamp clock), nothing kept on disk.
     Returns (packets, bytes) written."""
-    flows = [_Flow(i) for i in range(FLOWS)]
-    rec = struct.Struct("<IIII").pack
-    ts = 1_700_000_000 * 10**6
     n = 0
-    size = 24
-    f.write(b"\xd4\xc3\xb2\xa1" + struct.pack("<HHiIII", 2, 4, 0, 0, 262144, 1))
-    out = []
-    while size < n_bytes:
-        for fl in flows:
-            for k in range(BURST):
-                fl.tsval = (1000 + ts // 1000) & 0xFFFFFFFF
-                fr = _segment(fl.cli, fl.srv, fl.mac_c, fl.mac_s, fl.sport, fl.dport,
-                              fl.seq, fl.ack, fl.ipid, fl.tsval, fl.tsecr, 0x10,
-                              fl.payload, fl.psum)
-                fl.seq = (fl.seq + MSS) & 0xFFFFFFFF
-                fl.ipid = (fl.ipid + 1) & 0xFFFF
-                ts += 1
-                out += (rec(ts // 10**6, ts % 10**6, len(fr), len(fr)), fr)
-                size += 16 + len(fr)
-                n += 1
-                if k % ACK_EVERY == ACK_EVERY - 1:
-                    fl.tsecr = (5000 + ts // 1000) & 0xFFFFFFFF
-                    fr = _segment(fl.srv, fl.cli, fl.mac_s, fl.mac_c, fl.dport, fl.sport,
-                                  fl.ack, fl.seq, fl.rid, fl.tsecr, fl.tsval, 0x10, b"", 0)
-                    fl.rid = (fl.rid + 1) & 0xFFFF
-                    out += (rec(ts // 10**6, ts % 10**6, len(fr), len(fr)), fr)
-                    size += 16 + len(fr)
-                    n += 1
-        if len(out) > 4000:
-            f.write(b"".join(out))
-            out.clear()
-    f.write(b"".join(out))
+    size = len(_HEADER)
+    f.write(_HEADER)
+    for parts, k in _rounds("ms"):
+        if size >= n_bytes:
+            break
+        data = b"".join(parts)
+        f.write(data)
+        size += len(data)
+        n += k
     return n, size
 
 

@@ -358,6 +358,7 @@ class GROEngine:
         general = self._general
         stats = self.stats
         packet = lb.packet
+        ts_l = lb.ts
         out0 = self.out
         ev_at = []
         ev = []
@@ -389,7 +390,7 @@ class GROEngine:
                         L = plen[x]
                         n_size = (limit - 1 - cur.size) // L
                         d0 = did[x]
-                        id_ok = cur.count == 1 or d0 == (0 if cur.fixedid else 1)
+                        id_ok = _ipid_step(cur, d0)
                         if n_size > 0 and id_ok:
                             # merged: the segment's packets up to the size
                             # limit (the ID step is the same all along)
@@ -398,8 +399,6 @@ class GROEngine:
                                 end = q1
                             blk = order[k:end]
                             nb = end - k
-                            if cur.count == 1:
-                                cur.fixedid = d0 == 0
                             cur.count += nb
                             cur.size += nb * L
                             cur.seq_next = seqn[blk[-1]]
@@ -426,7 +425,7 @@ class GROEngine:
                             self._complete(cur, Flush.SIZE_LIMIT, tx)
                             cur = owner[x] = self._hold(seg, tx, False, cur.hash)
                         else:
-                            cur = owner[x] = general(packet(x), base + x, t_of(lb, x),
+                            cur = owner[x] = general(packet(x), base + x, ts_l[x],
                                                      psum[x], True)
                     else:
                         # the general path, its output kept aside
@@ -437,7 +436,7 @@ class GROEngine:
                             o.append(packet(x))
                             cur = None
                         else:
-                            cur = owner[x] = general(packet(x), base + x, t_of(lb, x),
+                            cur = owner[x] = general(packet(x), base + x, ts_l[x],
                                                      psum[x], True)
                     if o:
                         ev_at.append(x)
@@ -514,10 +513,7 @@ class GROEngine:
                 if agg is not None and agg.fast:
                     L = plen[i]
                     if agg.size + L < limit:
-                        dd = did[i]
-                        if agg.count == 1:
-                            agg.fixedid = dd == 0
-                        elif dd != (0 if agg.fixedid else 1):
+                        if not _ipid_step(agg, did[i]):
                             agg = None
                         if agg is not None:
                             j = runend[i]
@@ -611,10 +607,7 @@ class GROEngine:
                         agg = owner[p]
                         L = plen[i]
                         if agg is not None and agg.fast and agg.size + L < limit:
-                            dd = did[i]
-                            if agg.count == 1:
-                                agg.fixedid = dd == 0
-                            elif dd != (0 if agg.fixedid else 1):
+                            if not _ipid_step(agg, did[i]):
                                 agg = None
                             if agg is not None:
                                 agg.count += 1
@@ -1139,6 +1132,13 @@ def _block_psum(psum, xs, L):
     vals = itemgetter(*xs)(psum) if type(xs) is not range else psum[xs.start:xs.stop]
     if None in vals:
         return None
+    return _equal_len_sums(vals, L)
+
+
+def _equal_len_sums(vals, L):
+    """The sum (mod 0xFFFF) of payloads of ``L`` bytes each joined, from
+    their sums ``vals``: with L odd every second one starts at an odd
+    offset and counts byte-swapped (x 256), as in :func:`_join_sums`."""
     if L & 1:
         return (sum(vals[0::2]) + 256 * sum(vals[1::2])) % 0xFFFF
     return sum(vals) % 0xFFFF
@@ -1152,9 +1152,7 @@ def _run_psum(run):
     mv = c.mv
     vals = [psum[x] if psum[x] is not None else ones_sum(bytes(mv[ps[x]:pe[x]]))
             for x in xs]
-    if L & 1:
-        return (sum(vals[0::2]) + 256 * sum(vals[1::2])) % 0xFFFF
-    return sum(vals) % 0xFFFF
+    return _equal_len_sums(vals, L)
 
 
 def _next_head(h, pkt, seq):
@@ -1190,14 +1188,21 @@ def _next_head(h, pkt, seq):
     return seg
 
 
+def _ipid_step(agg, d):
+    """The IPv4 ID rule (inet_gro_flush, 6.18) for a segment continuing
+    ``agg`` whose ID is ``d`` (0 or 1, classify's ``did``) more than the
+    previous segment's: at the second segment ``d`` decides the mode (0:
+    fixed, sets ``agg.fixedid``), later it must be the mode's step.
+    Returns whether the segment may be merged."""
+    if agg.count == 1:
+        agg.fixedid = d == 0
+        return True
+    return d == (0 if agg.fixedid else 1)
+
+
 def _head_index(agg):
     """Input index of an aggregate's first packet (bucket order)."""
     return agg.idxs[0]
-
-
-def t_of(lb, x):
-    """Arrival time (ns) of record ``x`` of chunk ``lb``."""
-    return lb.ts[x]
 
 
 def _payloads(agg):

@@ -279,7 +279,6 @@ def _classify(buf, off, lens, origs, lt, verify, sums, lazy=False):
     arrs.fast = fast
     arrs.pay = pay
     arrs.did = did
-    arrs.L = L
     if lazy:
         return [prev.tolist(), L.tolist(), None, seqn.tolist(), did.tolist(),
                 None, n_verified, psum, None, arrs]
@@ -310,6 +309,6 @@ class Columns:
     """Some of :func:`classify`'s results as numpy arrays (int64 / bool,
     one element per packet): ``inv`` flow id (packets with equal MAC
     header, addresses and ports share one; meaningful where ``fast``),
-    ``prev``, ``fast`` (the ``ok`` list), ``pay``, ``did``, ``L`` (``plen``)."""
+    ``prev``, ``fast`` (the ``ok`` list), ``pay``, ``did``."""
 
-    __slots__ = ("inv", "prev", "fast", "pay", "did", "L")
+    __slots__ = ("inv", "prev", "fast", "pay", "did")
