@@ -106,6 +106,11 @@ def run(reader, writer, transform=None, progress=None):
         if getattr(writer, "takes_parts", False) and hasattr(eng, "parts_out"):
             # aggregates go to the writer as their parts, not joined
             eng.parts_out = True
+        if hasattr(eng, "raw_out") and getattr(writer, "accepts_raw", None) is not None \
+                and writer.accepts_raw(reader):
+            # records in the input's format may go out as they are laid out
+            # by the compiled GRO loop (pcapgro.gro.cfast)
+            eng.raw_out = True
         # the cyclic GC: GRO makes and drops many small objects per chunk
         # but no reference cycles, so its scans of them (a collection per
         # 700 allocations: ~8% of the time) are spaced out here

@@ -12,7 +12,7 @@ already applied); no floats anywhere on the path.
 
 from __future__ import annotations
 
-__all__ = ["Packet", "PacketMeta", "Interface", "Section", "Block",
+__all__ = ["Packet", "PacketMeta", "Interface", "Section", "Block", "RawRecords",
            "EPB_FLAG_TSO", "BLOCK_EPB", "BLOCK_SPB", "BLOCK_PB"]
 
 # pcapng EPB flags word bit 11: "TCP segmentation offloaded" (a received
@@ -147,3 +147,29 @@ class Block:
 
     def __repr__(self):
         return f"Block(type=0x{self.type:08x}, len={len(self.body)})"
+
+
+class RawRecords:
+    """Classic pcap records already laid out (16-byte header + frame each),
+    in the byte order and timestamp resolution of the input they came from:
+    what the compiled GRO fast path hands up (:mod:`pcapgro.gro.cfast`).
+    Only a :class:`pcapgro.capture.pcap.PcapWriter` that ``accepts_raw``
+    that input takes them (``GROEngine.raw_out``).
+
+    Attributes:
+        data:   the records (bytes-like: a bytearray from the loop).
+        n:      how many records.
+        maxcap: the largest captured length among them, bytes.
+        ts:     the last record's time, int ns.
+    """
+
+    __slots__ = ("data", "n", "maxcap", "ts")
+
+    def __init__(self, data, n, maxcap, ts):
+        self.data = data
+        self.n = n
+        self.maxcap = maxcap
+        self.ts = ts
+
+    def __repr__(self):
+        return f"RawRecords(n={self.n}, bytes={len(self.data)})"

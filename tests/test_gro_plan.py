@@ -100,7 +100,8 @@ def _chunk_vs_general(pkts, chunk, **cfg):
     _stream.CHUNK = chunk
     _Engine._plan = plan
     try:
-        eng = GROEngine(GROConfig(annotate=False, **cfg))
+        # the Python planner (the compiled loop would take these chunks)
+        eng = GROEngine(GROConfig(annotate=False, compiled=False, **cfg))
         f = io.BytesIO()
         w = PcapWriter(f, nanosecond=True)
         pipeline.run(PcapReader(io.BytesIO(_pcap(pkts))), w, eng.process)
@@ -156,7 +157,7 @@ def test_parts_out_writes_what_joined_data_writes(cfg):
 
     outs = []
     for W in (PcapWriter, Joined):
-        eng = GROEngine(GROConfig(annotate=False, **cfg))
+        eng = GROEngine(GROConfig(annotate=False, compiled=False, **cfg))
         f = io.BytesIO()
         w = W(f, nanosecond=True)
         pipeline.run(PcapReader(io.BytesIO(data)), w, eng.process)

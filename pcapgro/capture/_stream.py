@@ -17,6 +17,14 @@ import sys
 
 from ..errors import DamagedInput, UnusableInput
 
+try:  # compiled helpers (optional, see setup.py)
+    from .. import _native
+except ImportError:          # pragma: no cover - depends on the build
+    _native = None
+# a bytearray of n bytes for readinto to fill: not zeroed first when the
+# compiled helper is there (every byte is read into or cut off before use)
+new_buffer = _native.buffer if _native is not None else bytearray
+
 CHUNK = 1 << 22          # bytes per read() of the input: numpy per-chunk costs amortize
 FLUSH = 1 << 20          # bytes collected before one write() of the output
 
@@ -109,7 +117,7 @@ class ByteSource:
         # size every time costs ~40% of the buffer's pages in page faults
         # (freed memory given back to the system and taken again).
         size = max(CHUNK + _SLACK, -(-min(cap, have + CHUNK) // _SLACK) * _SLACK)
-        buf = bytearray(size)
+        buf = new_buffer(size)
         mv = memoryview(buf)
         if have:
             mv[:have] = memoryview(old)[pos:]
@@ -122,7 +130,7 @@ class ByteSource:
                 if have == lim:
                     # full (lim < cap): twice the room, up to cap
                     size = min(cap, 2 * size)
-                    grown = bytearray(size)
+                    grown = new_buffer(size)
                     grown[:have] = mv[:have]
                     mv.release()
                     buf = grown

@@ -24,8 +24,8 @@ import struct
 import sys
 
 from ..errors import UnusableInput
-from ..record import Packet, Interface, Section, Block
-from ._stream import ByteSource, ByteSink, FLUSH, ReaderBase, warn
+from ..record import Packet, Interface, Section, Block, RawRecords
+from ._stream import ByteSource, ByteSink, FLUSH, ReaderBase, warn, _native
 
 __all__ = ["PcapReader", "PcapWriter", "PCAP_MAGICS", "SNAPLEN_DEFAULT"]
 
@@ -103,6 +103,19 @@ class RecordChunk:
         self.ts = ts.tolist()
         self.mv = memoryview(self.buf)
         return off, cap, orig, ts
+
+    def part(self, a, b):
+        """A RecordChunk of this one's records ``a..b-1`` (same buffer;
+        columns not yet taken)."""
+        c = RecordChunk()
+        c.buf = self.buf
+        c.recs = self.recs[a:b]
+        c.hl = self.hl
+        c.byteorder = self.byteorder
+        c.linktype = self.linktype
+        c.mul = self.mul
+        c.off = None
+        return c
 
     def packet(self, i):
         """Packet ``i`` (after :meth:`columns`); its data is ``bytes`` (a
@@ -283,22 +296,28 @@ class PcapReader(ReaderBase):
         buf = src.buf
         pos = self._pos
         end = len(buf)
+        walk = _native.records if _native is not None else None
+        big = self.byteorder == ">"
         while True:
-            recs = []
-            rapp = recs.append
             start = pos
-            lim = end - hl
-            # each record's start is taken, then whether it ends inside
-            # the buffer is seen from the next start: one check per record
-            while pos <= lim:
-                (cl,) = caplen(buf, pos)
-                rapp(pos)
-                pos += hl + cl
-            if pos > end:
-                # the last record is cut by the end of the buffer
-                pos = recs.pop()
+            if walk is not None:
+                # the loop below, compiled
+                recs, pos, cl = walk(buf, pos, end, hl, big)
             else:
-                cl = -1
+                recs = []
+                rapp = recs.append
+                lim = end - hl
+                # each record's start is taken, then whether it ends inside
+                # the buffer is seen from the next start: one check per record
+                while pos <= lim:
+                    (cl,) = caplen(buf, pos)
+                    rapp(pos)
+                    pos += hl + cl
+                if pos > end:
+                    # the last record is cut by the end of the buffer
+                    pos = recs.pop()
+                else:
+                    cl = -1
             if recs:
                 n = len(recs)
                 self.packets += n
@@ -481,6 +500,8 @@ class PcapWriter:
                 self.byteorder = ev.byteorder
         elif type(ev) is Block:
             self._dropped["blocks"] += 1
+        elif type(ev) is RawRecords:
+            self.write_raw(ev.data, ev.n, ev.maxcap)
         else:
             raise TypeError(f"not a capture event: {ev!r}")
 

@@ -55,6 +55,10 @@ class GROConfig:
                            were made on): tagged frames pass unmerged.
         fast_path:         use the inlined Ethernet/IPv4/TCP path (same
                            results as the general path; False for tests).
+        compiled:          let the compiled loop (pcapgro.gro.cfast) take
+                           classic pcap chunks when it is built and the
+                           output takes raw records (same results; False
+                           for tests of the Python paths).
         annotate:          attach pcapng comment + EPB flag bit 11 to
                            aggregates (only useful for pcapng output).
     """
@@ -72,4 +76,5 @@ class GROConfig:
     local_ports: frozenset = frozenset()
     vlan_gro: bool = True
     fast_path: bool = True
+    compiled: bool = True
     annotate: bool = True

@@ -27,6 +27,7 @@ Model (a capture shows no NAPI poll boundaries, so they are modelled):
 
 import struct
 import zlib
+from bisect import bisect_right
 from operator import itemgetter
 
 import numpy as np
@@ -41,6 +42,7 @@ from .config import GRO_HASH_BUCKETS, GRO_LEGACY_MAX_SIZE, MAX_GRO_SKBS, GROConf
 from .flush import Flush, Pass
 from .seg import Agg, Seg
 from .fastpath import classify, classify_chunk, derived_psum, fill_lazy
+from . import cfast
 from .stats import GROStats
 from .tcp import PSH, FIN, final_flush, merge_flush, seed
 from .udp import UDP_GRO_CNT_MAX, segment_checks
@@ -135,6 +137,12 @@ class GROEngine:
         # aggregate's Packet.data is the list of its parts (header bytes,
         # payload memoryviews of the input), written without joining them
         self.parts_out = False
+        # True (set by pipeline.run for a classic pcap writer that takes the
+        # input's records verbatim): chunks may go through the compiled
+        # loop (pcapgro.gro.cfast), whose output is RawRecords
+        self.raw_out = False
+        self._c = None                   # its CEngine, made on first use
+        self._c_ok = cfast.usable(self.cfg)
 
     # ------------------------------------------------------------------ API
 
@@ -179,6 +187,7 @@ class GROEngine:
                         self._packets(run)
                         run = None
                     if type(ev) is Section:
+                        self._release()
                         self._flush_all(Flush.SECTION_END, self.last_ts or 0)
                     self.out.append(ev)
                 if run:
@@ -199,7 +208,13 @@ class GROEngine:
         self.out = []
         yield out
 
+    def _release(self):
+        """Hand what the compiled loop holds to this engine's GRO lists."""
+        if self._c is not None and self._c.held:
+            self._c.release(self, 1)
+
     def _end(self):
+        self._release()
         last = self.last_ts or 0
         if self.in_poll == (self.cfg.napi_budget or -1):
             self._flush_all(Flush.BUDGET, last)
@@ -207,6 +222,7 @@ class GROEngine:
 
     def _packets(self, batch):
         """GRO over one list of Packets (appends to ``self.out``)."""
+        self._release()
         cfg = self.cfg
         verify = cfg.verify_csum
         fast = cfg.fast_path
@@ -240,10 +256,44 @@ class GROEngine:
         packets merged on the fast path are kept in ``Agg.pkts`` as run
         entries referring to the chunk until it is done (see
         :func:`_run_payloads`)."""
-        cfg = self.cfg
         n = len(lb)
         if not n:
             return
+        if not (self._c_ok and self.raw_out and lb.linktype == 1 and lb.hl == 16):
+            self._release()
+            self._chunk_py(lb)
+            return
+        # the compiled loop takes records as far as it goes, whenever this
+        # engine holds nothing; what it holds when it stops is handed over
+        # and the Python paths go on up to the next poll end (a gap: every
+        # held packet is then completed), where the loop may start again
+        if self._c is None:
+            self._c = cfast.CEngine(self.cfg)
+        i = 0
+        starts = None
+        while True:
+            if not self.flows:
+                i = self._c.run(self, lb, i)
+                if i == n:
+                    return
+                self._release()
+            if starts is None:
+                t = lb.columns()[3]
+                starts = (np.flatnonzero(np.diff(t) > self.cfg.poll_gap_ns) + 1).tolist()
+                starts.append(n)
+            g = starts[bisect_right(starts, i)]
+            self._chunk_py(lb.part(i, g))
+            if g == n:
+                return
+            if self.flows:
+                # what _polls does before the poll that starts at g
+                self._poll_end(self.last_ts, lb.ts[g], self.cfg.gro_flush_timeout)
+            i = g
+
+    def _chunk_py(self, lb):
+        """:meth:`_chunk` on the Python paths."""
+        cfg = self.cfg
+        n = len(lb)
         if not cfg.fast_path or cfg.napi_budget:
             self._packets(lb.packets())
             return
@@ -871,6 +921,16 @@ class GROEngine:
         b = self.buckets[h & (GRO_HASH_BUCKETS - 1)]
         if len(b) >= MAX_GRO_SKBS:
             self._complete(b[0], Flush.BUCKET_FULL, t)
+        return self.adopt(seg, h, t // self.jiffy_ns, flist)
+
+    def adopt(self, seg, h, age, flist=False):
+        """Hold ``seg`` as a new head at the end of its bucket (flow hash
+        ``h``, held since jiffy ``age``), with no room check: what
+        :meth:`_hold` does once there is room, and how the aggregates of the
+        compiled loop are handed over (:mod:`pcapgro.gro.cfast`).  Returns
+        the new Agg."""
+        key = seg.key
+        b = self.buckets[h & (GRO_HASH_BUCKETS - 1)]
         agg = _Agg()
         agg.key = key
         agg.hash = h
@@ -889,7 +949,7 @@ class GROEngine:
         agg.size = seg.l3len + 4 * seg.vlan
         agg.fin_psh = 0
         agg.fixedid = False
-        agg.age = t // self.jiffy_ns
+        agg.age = age
         agg.ack = int.from_bytes(seg.ackopt[:4], "big")
         agg.opts = seg.ackopt[4:]
         b.append(agg)

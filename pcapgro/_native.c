@@ -1,0 +1,943 @@
+/*
+ * pcapgro._native: compiled fast paths (optional; each has a Python twin).
+ *
+ *   Engine      the GRO fast path for classic pcap chunks (below; used by
+ *               pcapgro/gro/cfast.py)
+ *   records()   the record walk of a classic pcap chunk (the loop of
+ *               PcapReader._chunks in pcapgro/capture/pcap.py)
+ *   buffer()    a bytearray whose bytes are not zeroed first (input chunks
+ *               are filled by readinto right away)
+ *
+ * The GRO engine:
+ * What it is.  The kernel inlines its GRO fast path (dev_gro_receive ->
+ * inet_gro_receive -> tcp4_gro_receive) because call depth costs cycles;
+ * in CPython every per-packet statement costs ~50 ns, so pcapgro keeps the
+ * common case -- Ethernet (no VLAN tag) / IPv4 (no options, no fragment)
+ * / TCP -- in C as one flat loop over the records of a classic pcap chunk,
+ * reading the records in place and writing the output records (pass-through
+ * packets and built aggregates) into one buffer in the input's record
+ * format.  The Python engine (pcapgro/gro/engine.py, the reference) stays
+ * in charge of everything else: this loop stops at the first record it
+ * does not handle and hands the aggregates it holds to the Python engine
+ * (Engine.release), which continues from there.
+ *
+ * The rules are those of the Python reference, which mirrors Linux 6.18:
+ *   net/core/gro.c       dev_gro_receive, gro_flush_oldest, __gro_flush,
+ *                        gro_complete; bucket = hash & 7, at most 8 each
+ *   net/ipv4/af_inet.c   inet_gro_receive (reject options, fragments, bad
+ *                        header checksum), inet_gro_complete (total length,
+ *                        header checksum; 0 above 65535 = BIG TCP)
+ *   net/ipv4/tcp_offload.c tcp_gro_receive (flush on CWR, flag word but
+ *                        FIN/PSH, ack, options, mss, seq; final check on
+ *                        short segment and URG/PSH/RST/SYN/FIN),
+ *                        tcp4_gro_complete
+ *   include/net/gro.h    inet_gro_flush (TTL, TOS, DF, IPv4 ID
+ *                        incrementing or fixed, decided at the 2nd segment)
+ * and the NAPI model of engine.py with gro_flush_timeout 0 and no budget
+ * (a poll ends at an arrival gap > poll_gap_ns; every held packet is then
+ * completed, bucket 0..7, oldest first).
+ *
+ * A record is handled here when: captured == original length, Ethernet
+ * with EtherType 0x0800, IPv4 header 0x45, protocol 6, no MF / fragment
+ * offset / reserved bit, good header checksum, total length + 14 == the
+ * frame, TCP data offset >= 5 within the datagram, and (when checksums are
+ * verified) a good TCP checksum.  Anything else ends the run.
+ *
+ * Checksums are one's-complement sums kept mod 0xFFFF (RFC 1071, RFC 1624),
+ * with the edge cases of pcapgro/checksum.py (fold, checksum).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include <stdlib.h>
+
+#define NBUCKETS 8          /* GRO_HASH_BUCKETS */
+#define MAXPER 8            /* MAX_GRO_SKBS */
+#define MAXHELD (NBUCKETS * MAXPER)
+#define HDRMAX 94           /* Ethernet 14 + IPv4 20 + TCP 60 */
+#define NREFS 64            /* payloads referred to in place, per aggregate */
+
+/* Flush reason codes: the order of FLUSH_CODES in engine.py */
+enum {
+    F_CWR, F_FLAGS_CHANGED, F_HEADER_LEN_CHANGED, F_WINDOW_CHANGED,
+    F_ACK_CHANGED, F_OPTIONS_CHANGED, F_TTL_CHANGED, F_TOS_CHANGED,
+    F_DF_CHANGED, F_IP_ID, F_MSS_EXCEEDED, F_PURE_ACK, F_SEQ_GAP,
+    F_SIZE_LIMIT, F_PSH, F_FIN, F_URG, F_RST, F_SYN, F_SHORT_SEGMENT,
+    F_BUCKET_FULL, F_POLL_END, F_N
+};
+/* Pass reason codes: PASS_CODES in engine.py */
+enum { P_PURE_ACK, P_FLAGS, P_N };
+
+#define TH_FIN 0x01
+#define TH_SYN 0x02
+#define TH_RST 0x04
+#define TH_PSH 0x08
+#define TH_URG 0x20
+#define TH_CWR 0x80
+#define TH_FINAL (TH_URG | TH_PSH | TH_RST | TH_SYN | TH_FIN)
+
+typedef struct {
+    uint8_t key[26];        /* MAC header, IPv4 addresses, ports */
+    uint64_t khash;
+    uint32_t hash;          /* flow hash (bucket = hash & 7) */
+    uint8_t hdr[HDRMAX];    /* the head's frame up to its payload */
+    uint32_t hlen;          /* bytes of hdr (34 + TCP header length) */
+    int64_t head_ts, head_idx, age;
+    uint8_t *pay;           /* payloads copied (head first), paylen bytes */
+    size_t paylen, paycap;
+    struct { const uint8_t *p; uint32_t n; } refs[NREFS];
+    int nrefs;              /* then payloads still in the input chunk */
+    size_t reflen;
+    uint32_t head_L, count, mss, seq_next, size, word, ack, ipid;
+    uint32_t tosttl, df;
+    int fin_psh, fixedid, tail_odd;
+    uint32_t head_psum, tail_psum;   /* payload sums mod 0xFFFF */
+} Agg;
+
+typedef struct {
+    PyObject_HEAD
+    Agg aggs[MAXHELD];
+    int used[MAXHELD];
+    int nheld;
+    int bn[NBUCKETS];
+    int bk[NBUCKETS][MAXPER];        /* slot indices, oldest first */
+    /* configuration */
+    uint32_t limit;
+    int64_t gap, jiffy;
+    int verify, csum_valid, hash_flow;
+    /* statistics since the last stats() */
+    uint64_t flush[F_N], pass[P_N], verified, singles, aggregates, segs;
+    uint32_t *hist;
+    size_t hist_n, hist_cap;
+    /* output of the current run: a bytearray, filled from its start */
+    PyObject *outobj;
+    uint8_t *out;
+    size_t outlen, outcap;
+    Py_ssize_t nout;
+    uint32_t maxcap;
+    int swap;
+    int64_t mul;
+    int64_t last_out_ts;
+    int64_t last_ts;
+    int have_last;
+    int error;              /* memory error inside a run */
+} Engine;
+
+/* ------------------------------------------------------------ helpers */
+
+static inline uint32_t be16(const uint8_t *p) { return ((uint32_t)p[0] << 8) | p[1]; }
+static inline uint32_t be32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+static inline uint32_t bswap32(uint32_t x)
+{
+    return (x >> 24) | ((x >> 8) & 0xFF00) | ((x << 8) & 0xFF0000) | (x << 24);
+}
+
+/* One's-complement sum of n bytes (big-endian 16-bit words, an odd last
+ * byte padded with zero), mod 0xFFFF.  64-bit native loads: a native sum
+ * is the byte-swapped sum on a little-endian machine, and swapping is x 256
+ * mod 0xFFFF, so the big-endian sum is the native one x 256 there. */
+static uint32_t sum16(const uint8_t *p, size_t n)
+{
+    uint64_t s = 0;
+    uint64_t w;
+    while (n >= 32) {
+        uint64_t a, b, c, d;
+        memcpy(&a, p, 8); memcpy(&b, p + 8, 8); memcpy(&c, p + 16, 8); memcpy(&d, p + 24, 8);
+        s += (a & 0xFFFFFFFFu) + (a >> 32) + (b & 0xFFFFFFFFu) + (b >> 32)
+           + (c & 0xFFFFFFFFu) + (c >> 32) + (d & 0xFFFFFFFFu) + (d >> 32);
+        p += 32;
+        n -= 32;
+    }
+    while (n >= 8) {
+        memcpy(&w, p, 8);
+        s += (w & 0xFFFFFFFFu) + (w >> 32);
+        p += 8;
+        n -= 8;
+    }
+    if (n) {
+        w = 0;
+        memcpy(&w, p, n);       /* zero padding in memory order */
+        s += (w & 0xFFFFFFFFu) + (w >> 32);
+    }
+    s %= 0xFFFF;
+#if PY_LITTLE_ENDIAN
+    s = (s * 256) % 0xFFFF;
+#endif
+    return (uint32_t)s;
+}
+
+/* CRC-32 (zlib's) of the flow hash: zlib.crc32(addresses + ports) or 1 */
+static uint32_t crc_table[256];
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+static uint32_t crc32_bytes(const uint8_t *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    while (n--)
+        c = crc_table[(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+static inline uint64_t key_hash(const uint8_t *k)
+{
+    uint64_t a, b, c, d;
+    memcpy(&a, k, 8); memcpy(&b, k + 8, 8); memcpy(&c, k + 16, 8);
+    d = ((uint64_t)k[24] << 8) | k[25];
+    uint64_t h = a * 0x9E3779B97F4A7C15ull ^ b * 0xC2B2AE3D27D4EB4Full
+               ^ c * 0x165667B19E3779F9ull ^ d * 0xD6E8FEB86659FD93ull;
+    return h ^ (h >> 29);
+}
+
+/* --------------------------------------------------------------- output */
+
+static int out_reserve(Engine *e, size_t n)
+{
+    if (e->outlen + n <= e->outcap)
+        return 0;
+    /* not reached: run() sizes the output for the worst case */
+    size_t cap = e->outcap ? e->outcap : 1 << 20;
+    while (cap < e->outlen + n)
+        cap *= 2;
+    if (PyByteArray_Resize(e->outobj, (Py_ssize_t)cap) < 0) {
+        PyErr_Clear();
+        e->error = 1;
+        return -1;
+    }
+    e->out = (uint8_t *)PyByteArray_AS_STRING(e->outobj);
+    e->outcap = cap;
+    return 0;
+}
+
+/* copy the payloads an aggregate refers to in the input into its own
+ * storage (before the input chunk goes away, or when refs is full); the
+ * storage grows when needed (a head alone may exceed gro_max_size) */
+static void materialize(Engine *e, Agg *a)
+{
+    size_t need = a->paylen + a->reflen;
+    if (need > a->paycap) {
+        size_t cap = a->paycap * 2 > need ? a->paycap * 2 : need;
+        uint8_t *p = realloc(a->pay, cap);
+        if (!p) {
+            e->error = 1;
+            return;
+        }
+        a->pay = p;
+        a->paycap = cap;
+    }
+    for (int k = 0; k < a->nrefs; k++) {
+        memcpy(a->pay + a->paylen, a->refs[k].p, a->refs[k].n);
+        a->paylen += a->refs[k].n;
+    }
+    a->nrefs = 0;
+    a->reflen = 0;
+}
+
+static inline void put32(uint8_t *p, uint32_t v, int swap)
+{
+    if (swap)
+        v = bswap32(v);
+    memcpy(p, &v, 4);
+}
+
+/* a record header for ts (ns), caplen = origlen = n, in the input's format */
+static uint8_t *out_record(Engine *e, int64_t ts, uint32_t n)
+{
+    if (out_reserve(e, 16 + (size_t)n) < 0)
+        return NULL;
+    uint8_t *r = e->out + e->outlen;
+    put32(r, (uint32_t)(ts / 1000000000), e->swap);
+    put32(r + 4, (uint32_t)((ts % 1000000000) / e->mul), e->swap);
+    put32(r + 8, n, e->swap);
+    put32(r + 12, n, e->swap);
+    e->outlen += 16 + (size_t)n;
+    e->nout++;
+    if (n > e->maxcap)
+        e->maxcap = n;
+    return r + 16;
+}
+
+/* hand a packet up unchanged (GRO_NORMAL), stamped no earlier than the
+ * last packet written */
+static void pass_up(Engine *e, int reason, const uint8_t *f, uint32_t n, int64_t ts)
+{
+    e->pass[reason]++;
+    if (ts < e->last_out_ts)
+        ts = e->last_out_ts;
+    e->last_out_ts = ts;
+    uint8_t *d = out_record(e, ts, n);
+    if (d)
+        memcpy(d, f, n);
+}
+
+/* ------------------------------------------------------------ the lists */
+
+static void bucket_remove(Engine *e, int slot)
+{
+    int b = e->aggs[slot].hash & (NBUCKETS - 1);
+    int *l = e->bk[b];
+    int n = e->bn[b];
+    for (int i = 0; i < n; i++) {
+        if (l[i] == slot) {
+            memmove(l + i, l + i + 1, (size_t)(n - i - 1) * sizeof(int));
+            e->bn[b] = n - 1;
+            return;
+        }
+    }
+}
+
+/* gro_complete + napi_gro_complete: hand a held packet up at time t */
+static void complete(Engine *e, int slot, int reason, int64_t t)
+{
+    Agg *a = &e->aggs[slot];
+    bucket_remove(e, slot);
+    e->used[slot] = 0;
+    e->nheld--;
+    e->flush[reason]++;
+    if (t < e->last_out_ts)
+        t = e->last_out_ts;
+    e->last_out_ts = t;
+    uint32_t n = a->hlen + (uint32_t)(a->paylen + a->reflen);
+    uint8_t *d = out_record(e, t, n);
+    if (!d)
+        return;
+    memcpy(d, a->hdr, a->hlen);
+    uint8_t *q = d + a->hlen;
+    memcpy(q, a->pay, a->paylen);
+    q += a->paylen;
+    for (int k = 0; k < a->nrefs; k++) {
+        memcpy(q, a->refs[k].p, a->refs[k].n);
+        q += a->refs[k].n;
+    }
+    if (a->count == 1) {
+        e->singles++;
+        return;
+    }
+    e->aggregates++;
+    e->segs += a->count;
+    if (e->hist_n == e->hist_cap) {
+        size_t cap = e->hist_cap ? e->hist_cap * 2 : 1024;
+        uint32_t *h = realloc(e->hist, cap * sizeof(uint32_t));
+        if (!h) {
+            e->error = 1;
+            return;
+        }
+        e->hist = h;
+        e->hist_cap = cap;
+    }
+    e->hist[e->hist_n++] = a->count;
+    /* inet_gro_complete: total length (0 above 65535), header checksum */
+    uint32_t l3len = a->size;
+    uint32_t tot = l3len <= 0xFFFF ? l3len : 0;
+    d[16] = (uint8_t)(tot >> 8);
+    d[17] = (uint8_t)tot;
+    d[24] = d[25] = 0;
+    uint32_t r = sum16(d + 14, 20);
+    uint32_t c = 0xFFFF - r;            /* checksum(): ~fold, 0 -> 0xFFFF */
+    d[24] = (uint8_t)(c >> 8);
+    d[25] = (uint8_t)c;
+    /* tcp4_gro_complete: FIN/PSH of merged segments, checksum */
+    d[47] |= (uint8_t)a->fin_psh;
+    uint64_t l4len = l3len - 20;
+    uint64_t pseudo = be16(d + 26) + be16(d + 28) + be16(d + 30) + be16(d + 32) + 6 + l4len;
+    if (!e->csum_valid) {
+        uint32_t f = (uint32_t)(pseudo % 0xFFFF);   /* fold(): the seed */
+        c = f ? f : 0xFFFF;
+    } else {
+        d[50] = d[51] = 0;
+        uint64_t ps = a->head_psum + (uint64_t)(a->head_L & 1 ? a->tail_psum * 256u : a->tail_psum);
+        uint64_t s = pseudo + sum16(d + 34, a->hlen - 34) + ps;
+        uint32_t rr = (uint32_t)(s % 0xFFFF);
+        c = rr ? 0xFFFF - rr : 0;          /* ~fold(s), s > 0 */
+    }
+    d[50] = (uint8_t)(c >> 8);
+    d[51] = (uint8_t)c;
+}
+
+static void flush_all(Engine *e, int reason, int64_t t)
+{
+    for (int b = 0; b < NBUCKETS; b++)
+        while (e->bn[b])
+            complete(e, e->bk[b][0], reason, t);
+}
+
+static int find(Engine *e, const uint8_t *key, uint64_t kh)
+{
+    if (!e->nheld)
+        return -1;
+    for (int s = 0; s < MAXHELD; s++)
+        if (e->used[s] && e->aggs[s].khash == kh && !memcmp(e->aggs[s].key, key, 26))
+            return s;
+    return -1;
+}
+
+/* the parsed segment in hand */
+typedef struct {
+    const uint8_t *f;       /* frame */
+    uint32_t n;             /* frame length */
+    uint32_t hl;            /* TCP header length */
+    uint32_t pay;           /* payload offset */
+    uint32_t L;             /* payload length */
+    uint32_t flags, word, seq, ack, tosttl, df, ipid;
+    uint32_t psum;
+    uint8_t key[26];
+    uint64_t kh;
+} Seg;
+
+/* put a segment on its GRO list as a new head (gro_flush_oldest first when
+ * the bucket is full) */
+static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
+{
+    uint32_t h = 0;
+    if (e->hash_flow) {
+        h = crc32_bytes(g->f + 26, 12);
+        if (!h)
+            h = 1;
+    }
+    int b = h & (NBUCKETS - 1);
+    if (e->bn[b] >= MAXPER)
+        complete(e, e->bk[b][0], F_BUCKET_FULL, ts);
+    int slot = 0;
+    while (e->used[slot])
+        slot++;
+    Agg *a = &e->aggs[slot];
+    if (!a->pay) {
+        size_t cap = e->limit < 65536 ? 65536 : e->limit;
+        a->pay = malloc(cap);
+        if (!a->pay) {
+            e->error = 1;
+            return;
+        }
+        a->paycap = cap;
+    }
+    e->used[slot] = 1;
+    e->nheld++;
+    e->bk[b][e->bn[b]++] = slot;
+    memcpy(a->key, g->key, 26);
+    a->khash = g->kh;
+    a->hash = h;
+    a->hlen = g->pay;
+    memcpy(a->hdr, g->f, g->pay);
+    a->head_ts = ts;
+    a->head_idx = idx;
+    a->age = ts / e->jiffy;
+    a->paylen = 0;
+    a->refs[0].p = g->f + g->pay;
+    a->refs[0].n = g->L;
+    a->nrefs = 1;
+    a->reflen = g->L;
+    a->head_L = g->L;
+    a->count = 1;
+    a->mss = g->L;
+    a->seq_next = g->seq + g->L;
+    a->size = g->n - 14;
+    a->word = g->word;
+    a->ack = g->ack;
+    a->ipid = g->ipid;
+    a->tosttl = g->tosttl;
+    a->df = g->df;
+    a->fin_psh = 0;
+    a->fixedid = 0;
+    a->head_psum = g->psum;
+    a->tail_psum = 0;
+    a->tail_odd = 0;
+}
+
+/* tcp_gro_receive's merge checks (with inet_gro_flush), in its order;
+ * -1 = may merge */
+static int merge_flush(Agg *a, const Seg *g)
+{
+    if (g->flags & TH_CWR)
+        return F_CWR;
+    uint32_t w = (g->word ^ a->word) & ~0x00090000u;
+    if (w) {
+        if (w & 0xF0000000u)
+            return F_HEADER_LEN_CHANGED;
+        if (w & 0x0FFF0000u)
+            return F_FLAGS_CHANGED;
+        return F_WINDOW_CHANGED;
+    }
+    if (g->ack != a->ack)
+        return F_ACK_CHANGED;
+    if (g->hl > 20 && memcmp(g->f + 54, a->hdr + 54, g->hl - 20))
+        return F_OPTIONS_CHANGED;
+    if (g->tosttl != a->tosttl)
+        return ((g->tosttl ^ a->tosttl) & 0xFF) ? F_TTL_CHANGED : F_TOS_CHANGED;
+    if (g->df != a->df)
+        return F_DF_CHANGED;
+    uint32_t d = (g->ipid - a->ipid) & 0xFFFF;
+    if (a->count == 1 && d == 0)
+        a->fixedid = 1;
+    if (d != (a->fixedid ? 0 : a->count))
+        return F_IP_ID;
+    if (g->L == 0)
+        return F_PURE_ACK;
+    if (g->L > a->mss)
+        return F_MSS_EXCEEDED;
+    if (g->seq != a->seq_next)
+        return F_SEQ_GAP;
+    return -1;
+}
+
+static int final_reason(uint32_t flags)
+{
+    if (flags & TH_FIN) return F_FIN;
+    if (flags & TH_PSH) return F_PSH;
+    if (flags & TH_URG) return F_URG;
+    if (flags & TH_RST) return F_RST;
+    if (flags & TH_SYN) return F_SYN;
+    return -1;
+}
+
+/* dev_gro_receive + tcp_gro_receive for one segment */
+static void receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
+{
+    int s = find(e, g->key, g->kh);
+    if (s < 0) {
+        if (g->L < 1)
+            pass_up(e, P_PURE_ACK, g->f, g->n, ts);
+        else if (g->flags & TH_FINAL)
+            pass_up(e, P_FLAGS, g->f, g->n, ts);
+        else
+            hold(e, g, ts, idx);
+        return;
+    }
+    Agg *a = &e->aggs[s];
+    int reason = merge_flush(a, g);
+    if (reason < 0 && a->size + g->L >= e->limit)
+        reason = F_SIZE_LIMIT;
+    if (reason < 0) {
+        /* skb_gro_receive */
+        a->count++;
+        a->seq_next += g->L;
+        a->size += g->L;
+        a->fin_psh |= g->flags & (TH_FIN | TH_PSH);
+        if (a->nrefs == NREFS)
+            materialize(e, a);
+        a->refs[a->nrefs].p = g->f + g->pay;
+        a->refs[a->nrefs].n = g->L;
+        a->nrefs++;
+        a->reflen += g->L;
+        if (e->csum_valid) {
+            uint32_t x = a->tail_odd ? g->psum * 256u % 0xFFFF : g->psum;
+            a->tail_psum = (a->tail_psum + x) % 0xFFFF;
+            a->tail_odd ^= g->L & 1;
+        }
+        int after = g->L < a->mss ? F_SHORT_SEGMENT : final_reason(g->flags);
+        if (after >= 0)
+            complete(e, s, after, ts);
+        return;
+    }
+    complete(e, s, reason, ts);
+    if (g->L < 1)
+        pass_up(e, P_PURE_ACK, g->f, g->n, ts);
+    else if (g->flags & TH_FINAL)
+        pass_up(e, P_FLAGS, g->f, g->n, ts);
+    else
+        hold(e, g, ts, idx);
+}
+
+/* ------------------------------------------------------------ Python API */
+
+static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"limit", "poll_gap_ns", "jiffy_ns", "verify", "csum_valid",
+                             "hash_flow", NULL};
+    unsigned long limit;
+    long long gap, jiffy;
+    int verify, csum_valid, hash_flow;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp", kwlist, &limit, &gap, &jiffy,
+                                     &verify, &csum_valid, &hash_flow))
+        return -1;
+    if (limit < 2 || limit > 0x7FFFFFFF || jiffy <= 0) {
+        PyErr_SetString(PyExc_ValueError, "bad limit or jiffy");
+        return -1;
+    }
+    e->limit = (uint32_t)limit;
+    e->gap = gap;
+    e->jiffy = jiffy;
+    e->verify = verify;
+    e->csum_valid = csum_valid;
+    e->hash_flow = hash_flow;
+    return 0;
+}
+
+static void Engine_dealloc(Engine *e)
+{
+    for (int s = 0; s < MAXHELD; s++)
+        free(e->aggs[s].pay);
+    free(e->hist);
+    Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+/* run(buf, recs, start, base, mul, swap, last_ts, have_last, last_out_ts)
+ * -> (k, out: bytes, n_out, max_caplen, last_ts, have_last, last_out_ts) */
+static PyObject *Engine_run(Engine *e, PyObject *args)
+{
+    Py_buffer view;
+    PyObject *recs;
+    Py_ssize_t start;
+    long long base, mul, last_ts, last_out_ts;
+    int swap, have_last;
+    if (!PyArg_ParseTuple(args, "y*O!nLLpLpL", &view, &PyList_Type, &recs, &start, &base,
+                          &mul, &swap, &last_ts, &have_last, &last_out_ts))
+        return NULL;
+    const uint8_t *buf = view.buf;
+    Py_ssize_t blen = view.len;
+    Py_ssize_t n = PyList_GET_SIZE(recs);
+    /* the output is at most the records from start on plus what is held
+     * (an aggregate is never longer than the records it was made of) */
+    size_t bound = 0;
+    if (start < n) {
+        Py_ssize_t o = PyLong_AsSsize_t(PyList_GET_ITEM(recs, start));
+        if (o >= 0 && o < blen)
+            bound = (size_t)(blen - o);
+        PyErr_Clear();
+    }
+    for (int s = 0; s < MAXHELD; s++)
+        if (e->used[s])
+            bound += 16 + e->aggs[s].hlen + e->aggs[s].paylen + e->aggs[s].reflen;
+    e->outobj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)bound);
+    if (!e->outobj) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    e->out = (uint8_t *)PyByteArray_AS_STRING(e->outobj);
+    e->outcap = bound;
+    e->outlen = 0;
+    e->nout = 0;
+    e->maxcap = 0;
+    e->swap = swap;
+    e->mul = mul > 0 ? mul : 1;
+    e->last_ts = last_ts;
+    e->have_last = have_last;
+    e->last_out_ts = last_out_ts;
+    e->error = 0;
+    const int verify = e->verify, need_sum = e->csum_valid;
+    Py_ssize_t i;
+    for (i = start; i < n; i++) {
+        Py_ssize_t off = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i));
+        if (off < 0 || off + 16 > blen)
+            break;
+        const uint8_t *r = buf + off;
+        uint32_t h[4];
+        memcpy(h, r, 16);
+        if (swap) {
+            h[0] = bswap32(h[0]); h[1] = bswap32(h[1]);
+            h[2] = bswap32(h[2]); h[3] = bswap32(h[3]);
+        }
+        uint32_t cap = h[2];
+        if (cap != h[3] || cap < 54 || off + 16 + (Py_ssize_t)cap > blen)
+            break;
+        const uint8_t *f = r + 16;
+        if (f[12] != 0x08 || f[13] != 0x00 || f[14] != 0x45 || f[23] != 6)
+            break;
+        uint32_t tot = be16(f + 16);
+        if (tot + 14 != cap)
+            break;
+        uint32_t frag = be16(f + 20);
+        if (frag & 0xBFFF)
+            break;
+        if (sum16(f + 14, 20) != 0)
+            break;
+        uint32_t hl = (uint32_t)(f[46] >> 4) << 2;
+        if (hl < 20 || 34 + hl > cap)
+            break;
+        Seg g;
+        g.f = f;
+        g.n = cap;
+        g.hl = hl;
+        g.pay = 34 + hl;
+        g.L = cap - g.pay;
+        g.psum = 0;
+        if (verify || need_sum) {
+            uint64_t pseudo = be16(f + 26) + be16(f + 28) + be16(f + 30) + be16(f + 32)
+                            + 6 + (tot - 20);
+            uint32_t th = sum16(f + 34, hl);
+            if (verify) {
+                uint32_t ps = sum16(f + g.pay, g.L);
+                if ((pseudo + th + ps) % 0xFFFF != 0)
+                    break;
+                e->verified++;
+                g.psum = ps;
+            } else {
+                /* the payload sum from the checksum field (RFC 1624), or
+                 * from the bytes when the field holds the seed */
+                uint32_t sd = (uint32_t)(pseudo % 0xFFFF);
+                if (!sd)
+                    sd = 0xFFFF;
+                if (be16(f + 50) == sd)
+                    g.psum = sum16(f + g.pay, g.L);
+                else
+                    g.psum = (uint32_t)((0xFFFF - (pseudo + th) % 0xFFFF) % 0xFFFF);
+            }
+        }
+        int64_t ts = (int64_t)h[0] * 1000000000 + (int64_t)h[1] * e->mul;
+        /* the NAPI poll ends at a gap */
+        if (e->have_last && ts - e->last_ts > e->gap && e->nheld)
+            flush_all(e, F_POLL_END, e->last_ts);
+        e->have_last = 1;
+        e->last_ts = ts;
+        g.flags = f[47];
+        g.word = be32(f + 46);
+        g.seq = be32(f + 38);
+        g.ack = be32(f + 42);
+        g.tosttl = ((uint32_t)f[15] << 8) | f[22];
+        g.df = frag & 0x4000;
+        g.ipid = be16(f + 18);
+        memcpy(g.key, f, 14);
+        memcpy(g.key + 14, f + 26, 12);
+        g.kh = key_hash(g.key);
+        receive(e, &g, ts, base + i);
+        if (e->error)
+            break;
+    }
+    /* what stays held must not refer to the chunk after this call */
+    for (int s = 0; s < MAXHELD; s++)
+        if (e->used[s])
+            materialize(e, &e->aggs[s]);
+    PyBuffer_Release(&view);
+    PyObject *out = e->outobj;
+    e->outobj = NULL;
+    e->out = NULL;
+    if (e->error) {
+        Py_DECREF(out);
+        return PyErr_NoMemory();
+    }
+    if (PyErr_Occurred() || PyByteArray_Resize(out, (Py_ssize_t)e->outlen) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return Py_BuildValue("nNnkLiL", i, out, e->nout, (unsigned long)e->maxcap,
+                         (long long)e->last_ts, e->have_last, (long long)e->last_out_ts);
+}
+
+/* stats() -> (flush counts, pass counts, verified, singles, aggregates,
+ * segments, hist list); resets them */
+static PyObject *Engine_stats(Engine *e, PyObject *unused)
+{
+    PyObject *fl = PyTuple_New(F_N), *pa = PyTuple_New(P_N), *hi = PyList_New((Py_ssize_t)e->hist_n);
+    if (!fl || !pa || !hi)
+        goto fail;
+    for (int k = 0; k < F_N; k++)
+        PyTuple_SET_ITEM(fl, k, PyLong_FromUnsignedLongLong(e->flush[k]));
+    for (int k = 0; k < P_N; k++)
+        PyTuple_SET_ITEM(pa, k, PyLong_FromUnsignedLongLong(e->pass[k]));
+    for (size_t k = 0; k < e->hist_n; k++)
+        PyList_SET_ITEM(hi, (Py_ssize_t)k, PyLong_FromUnsignedLong(e->hist[k]));
+    PyObject *r = Py_BuildValue("NNKKKKN", fl, pa, (unsigned long long)e->verified,
+                                (unsigned long long)e->singles,
+                                (unsigned long long)e->aggregates, (unsigned long long)e->segs, hi);
+    memset(e->flush, 0, sizeof e->flush);
+    memset(e->pass, 0, sizeof e->pass);
+    e->verified = e->singles = e->aggregates = e->segs = 0;
+    e->hist_n = 0;
+    return r;
+fail:
+    Py_XDECREF(fl);
+    Py_XDECREF(pa);
+    Py_XDECREF(hi);
+    return NULL;
+}
+
+/* release() -> list, bucket 0..7 oldest first, of (bucket, hash, head frame,
+ * head_ts, head_idx, tail payload, count, mss, seq_next, size, fin_psh,
+ * fixedid, age, head_psum, tail_psum); the engine then holds nothing */
+static PyObject *Engine_release(Engine *e, PyObject *unused)
+{
+    PyObject *lst = PyList_New(0);
+    if (!lst)
+        return NULL;
+    for (int b = 0; b < NBUCKETS; b++) {
+        for (int k = 0; k < e->bn[b]; k++) {
+            Agg *a = &e->aggs[e->bk[b][k]];
+            PyObject *head = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(a->hlen + a->head_L));
+            if (!head)
+                goto fail;
+            memcpy(PyBytes_AS_STRING(head), a->hdr, a->hlen);
+            memcpy(PyBytes_AS_STRING(head) + a->hlen, a->pay, a->head_L);
+            PyObject *t = Py_BuildValue("ikNLLy#kkkkiiLkk", b, (unsigned long)a->hash, head,
+                                        (long long)a->head_ts, (long long)a->head_idx,
+                                        (const char *)a->pay + a->head_L,
+                                        (Py_ssize_t)(a->paylen - a->head_L),
+                                        (unsigned long)a->count, (unsigned long)a->mss,
+                                        (unsigned long)a->seq_next, (unsigned long)a->size,
+                                        a->fin_psh, a->fixedid, (long long)a->age,
+                                        (unsigned long)a->head_psum, (unsigned long)a->tail_psum);
+            if (!t || PyList_Append(lst, t) < 0) {
+                Py_XDECREF(t);
+                goto fail;
+            }
+            Py_DECREF(t);
+        }
+        e->bn[b] = 0;
+    }
+    memset(e->used, 0, sizeof e->used);
+    e->nheld = 0;
+    return lst;
+fail:
+    Py_DECREF(lst);
+    return NULL;
+}
+
+static PyObject *Engine_held(Engine *e, void *closure)
+{
+    return PyLong_FromLong(e->nheld);
+}
+
+static PyMethodDef Engine_methods[] = {
+    {"run", (PyCFunction)Engine_run, METH_VARARGS,
+     "run(buf, recs, start, base, mul, swap, last_ts, have_last, last_out_ts) -> "
+     "(k, out, n_out, max_caplen, last_ts, have_last, last_out_ts): GRO over the "
+     "classic pcap records at offsets recs[start:] of buf until the first one not "
+     "handled here (index k); out: the records handed up, in the input's format."},
+    {"stats", (PyCFunction)Engine_stats, METH_NOARGS,
+     "stats() -> (flush, passed, verified, singles, aggregates, segments, hist); resets"},
+    {"release", (PyCFunction)Engine_release, METH_NOARGS,
+     "release() -> the held aggregates as tuples, bucket order; holds nothing after"},
+    {NULL}
+};
+
+static PyGetSetDef Engine_getset[] = {
+    {"held", (getter)Engine_held, NULL, "number of held packets", NULL},
+    {NULL}
+};
+
+static PyTypeObject EngineType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pcapgro._native.Engine",
+    .tp_basicsize = sizeof(Engine),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The compiled Ethernet/IPv4/TCP GRO fast path (see the module source).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Engine_init,
+    .tp_dealloc = (destructor)Engine_dealloc,
+    .tp_methods = Engine_methods,
+    .tp_getset = Engine_getset,
+};
+
+static PyObject *py_sum16(PyObject *self, PyObject *args)
+{
+    Py_buffer v;
+    if (!PyArg_ParseTuple(args, "y*", &v))
+        return NULL;
+    uint32_t s = sum16(v.buf, (size_t)v.len);
+    PyBuffer_Release(&v);
+    return PyLong_FromUnsignedLong(s);
+}
+
+/* records(buf, pos, end, hl, bigendian) -> (recs, pos, cl): the offsets of
+ * the classic pcap records that start at pos, pos + hl + caplen, ... while
+ * a whole record header fits before end; then, when the last one runs past
+ * end, it is dropped from recs, pos is its start and cl its caplen, else pos
+ * is where the next record would start and cl is -1 */
+static PyObject *py_records(PyObject *self, PyObject *args)
+{
+    Py_buffer v;
+    Py_ssize_t pos, end, hl;
+    int big;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nnnp", &v, &pos, &end, &hl, &big))
+        return NULL;
+    if (end > v.len || hl < 16 || pos < 0) {
+        PyBuffer_Release(&v);
+        PyErr_SetString(PyExc_ValueError, "records: bad bounds");
+        return NULL;
+    }
+    const uint8_t *b = v.buf;
+    PyObject *recs = PyList_New(0);
+    if (!recs) {
+        PyBuffer_Release(&v);
+        return NULL;
+    }
+    long long p = pos, cl = -1, last = -1;
+    while (p <= (long long)end - hl) {
+        const uint8_t *q = b + p + 8;
+        uint32_t c = big ? be32(q) : ((uint32_t)q[0] | ((uint32_t)q[1] << 8)
+                                      | ((uint32_t)q[2] << 16) | ((uint32_t)q[3] << 24));
+        PyObject *o = PyLong_FromLongLong(p);
+        if (!o || PyList_Append(recs, o) < 0) {
+            Py_XDECREF(o);
+            Py_DECREF(recs);
+            PyBuffer_Release(&v);
+            return NULL;
+        }
+        Py_DECREF(o);
+        last = p;
+        cl = c;
+        p += hl + (long long)c;
+    }
+    PyBuffer_Release(&v);
+    if (p > end) {
+        /* the last record is cut by the end of the buffer */
+        Py_ssize_t n = PyList_GET_SIZE(recs);
+        if (PyList_SetSlice(recs, n - 1, n, NULL) < 0) {
+            Py_DECREF(recs);
+            return NULL;
+        }
+        p = last;
+    } else {
+        cl = -1;
+    }
+    return Py_BuildValue("NLL", recs, p, cl);
+}
+
+/* buffer(n) -> a bytearray of n bytes, not zeroed */
+static PyObject *py_buffer(PyObject *self, PyObject *args)
+{
+    Py_ssize_t n;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "n", &n))
+        return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "buffer: negative size");
+        return NULL;
+    }
+    return PyByteArray_FromStringAndSize(NULL, n);
+}
+
+static PyMethodDef module_methods[] = {
+    {"sum16", py_sum16, METH_VARARGS,
+     "sum16(data) -> one's-complement sum of data mod 0xFFFF (tests)"},
+    {"records", py_records, METH_VARARGS,
+     "records(buf, pos, end, hl, bigendian) -> (recs, pos, cl): the classic pcap "
+     "record walk of PcapReader._chunks"},
+    {"buffer", py_buffer, METH_VARARGS,
+     "buffer(n) -> bytearray of n bytes, not zeroed"},
+    {NULL}
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "pcapgro._native",
+    "The compiled Ethernet/IPv4/TCP GRO fast path for classic pcap chunks.", -1,
+    module_methods
+};
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+    crc_init();
+    if (PyType_Ready(&EngineType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m)
+        return NULL;
+    Py_INCREF(&EngineType);
+    if (PyModule_AddObject(m, "Engine", (PyObject *)&EngineType) < 0) {
+        Py_DECREF(&EngineType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

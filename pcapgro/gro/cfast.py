@@ -1,0 +1,149 @@
+"""The compiled fast path: classic pcap chunks of Ethernet/IPv4/TCP in C.
+
+:mod:`pcapgro._native` (``pcapgro/_native.c``, built by ``setup.py`` when a
+C compiler is there; optional) runs GRO over the records of a classic pcap
+chunk in place, one flat loop for the common case, and writes what is
+handed up as pcap records in the input's format (:class:`RawRecords`).
+The kernel inlines its GRO fast path for the same reason: per-packet calls
+cost; in CPython they cost ~100 times more.
+
+The Python engine (:class:`pcapgro.gro.engine.GROEngine`) stays the
+reference and is in charge: it gives a chunk to the compiled loop only when
+it holds nothing itself, the loop stops at the first record it does not
+handle (see ``_native.c`` for which), and the aggregates it holds then are
+handed over as :class:`pcapgro.gro.seg.Agg` objects
+(:meth:`CEngine.release`, ``GROEngine.adopt``), so the Python engine
+continues exactly where it stopped; at the next poll end (where every held
+packet is completed) the loop may take over again.  Same output, statistics
+and GRO state as the Python paths (tests/test_gro_cfast.py).
+
+Used when the output is classic pcap of the input's byte order and
+resolution (``GROEngine.raw_out``) and the configuration is one the loop
+models: standard GRO (no fraglist), no pcapng annotations, no NAPI budget,
+gro_flush_timeout 0.  ``PCAPGRO_NO_C=1`` in the environment turns it off.
+"""
+
+import os
+
+from ..record import Packet, RawRecords
+from . import ipv4
+from .flush import Flush, Pass
+
+try:  # the extension is optional (no C compiler at install time)
+    from .. import _native
+except ImportError:          # pragma: no cover - depends on the build
+    _native = None
+
+__all__ = ["available", "usable", "CEngine", "FLUSH_CODES", "PASS_CODES"]
+
+# the reason codes of _native.c, in its order
+FLUSH_CODES = (Flush.CWR, Flush.FLAGS_CHANGED, Flush.HEADER_LEN_CHANGED,
+               Flush.WINDOW_CHANGED, Flush.ACK_CHANGED, Flush.OPTIONS_CHANGED,
+               Flush.TTL_CHANGED, Flush.TOS_CHANGED, Flush.DF_CHANGED, Flush.IP_ID,
+               Flush.MSS_EXCEEDED, Flush.PURE_ACK, Flush.SEQ_GAP, Flush.SIZE_LIMIT,
+               Flush.PSH, Flush.FIN, Flush.URG, Flush.RST, Flush.SYN,
+               Flush.SHORT_SEGMENT, Flush.BUCKET_FULL, Flush.POLL_END)
+PASS_CODES = (Pass.PURE_ACK, Pass.FLAGS)
+
+
+def available():
+    """True when the compiled extension is importable and not turned off by
+    ``PCAPGRO_NO_C``."""
+    return _native is not None and not os.environ.get("PCAPGRO_NO_C")
+
+
+def usable(cfg):
+    """True when :class:`pcapgro.gro.GROConfig` ``cfg`` is one the compiled
+    loop models (see the module doc)."""
+    return (available() and cfg.fast_path and cfg.compiled and not cfg.fraglist and not cfg.annotate
+            and not cfg.napi_budget and not cfg.gro_flush_timeout
+            and cfg.hash in ("flow", "none") and cfg.csum in ("valid", "kernel"))
+
+
+class CEngine:
+    """The compiled loop bound to one GROEngine's configuration.
+
+    Args:
+        cfg: the GROConfig (``usable(cfg)`` must be True).
+    """
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.c = _native.Engine(limit=cfg.gro_max_size, poll_gap_ns=cfg.poll_gap_ns,
+                              jiffy_ns=1_000_000_000 // cfg.hz, verify=cfg.verify_csum,
+                              csum_valid=cfg.csum == "valid", hash_flow=cfg.hash == "flow")
+
+    @property
+    def held(self):
+        """Aggregates (and single packets) the loop holds."""
+        return self.c.held
+
+    def run(self, eng, lb, start=0):
+        """GRO over records ``start..`` of RecordChunk ``lb`` for GROEngine
+        ``eng`` (its ``last_ts``, ``last_out_ts``, ``stats`` and ``out``
+        are updated; the records handed up are appended to ``eng.out`` as
+        one :class:`RawRecords`).  Returns the index of the first record not
+        taken (``len(lb)`` when all were)."""
+        st = eng.stats
+        last = eng.last_ts
+        k, data, n, maxcap, last_ts, have, last_out = self.c.run(
+            lb.buf, lb.recs, start, st.packets - start, lb.mul, lb.byteorder != _NATIVE,
+            last if last is not None else 0, last is not None, eng.last_out_ts)
+        st.packets += k - start
+        if have:
+            eng.last_ts = last_ts
+        eng.last_out_ts = last_out
+        if n:
+            eng.out.append(RawRecords(data, n, maxcap, last_out))
+        self.collect(st)
+        return k
+
+    def collect(self, st):
+        """Add the loop's counters to GROStats ``st`` (and reset them)."""
+        flush, passed, verified, singles, aggs, segs, hist = self.c.stats()
+        for r, v in zip(FLUSH_CODES, flush):
+            if v:
+                st.flush[r] += v
+        for r, v in zip(PASS_CODES, passed):
+            if v:
+                st.passed[r] += v
+        if verified:
+            st.csum["verified"] += verified
+        st.singles += singles
+        if aggs:
+            st.aggregates += aggs
+            st.segments_merged += segs
+            st.by_kind["tcp"] += aggs
+            st.segments_by_kind["tcp"] += segs
+            st.hist.update(hist)
+
+    def release(self, eng, linktype):
+        """Hand every aggregate the loop holds to GROEngine ``eng`` (its
+        ``flows`` and ``buckets``, in bucket order), as the Python engine
+        would hold them; the loop then holds nothing."""
+        if not self.c.held:
+            return
+        for (b, h, head, head_ts, head_idx, tail, count, mss, seq_next, size, fin_psh,
+             fixedid, age, head_psum, tail_psum) in self.c.release():
+            pkt = Packet(head_ts, head, len(head), 0, linktype, None)
+            seg = ipv4.receive(pkt, 14, 0)
+            agg = eng.adopt(seg, h, age)
+            if count > 1:
+                agg.pkts.append(tail)
+                agg.pays.append(0)
+                agg.idxs.append(head_idx + 1)
+            valid = self.cfg.csum == "valid"
+            agg.psums = [head_psum if valid else None]
+            if count > 1:
+                agg.psums.append(tail_psum if valid else None)
+            agg.idxs[0] = head_idx
+            agg.count = count
+            agg.mss = mss
+            agg.seq_next = seq_next
+            agg.size = size
+            agg.fin_psh = fin_psh
+            agg.fixedid = bool(fixedid)
+            assert agg.bucket is eng.buckets[b]
+
+
+_NATIVE = "<" if __import__("sys").byteorder == "little" else ">"

@@ -1,0 +1,262 @@
+"""The compiled GRO loop (pcapgro/_native.c via pcapgro.gro.cfast) must
+write exactly what the Python engine writes: same bytes, same statistics.
+
+The Python engine is the reference (its fast paths are tested against its
+general path in test_gro_plan.py and test_gro_fastpath.py); here the same
+classic pcap goes through ``pipeline.run`` twice, once with the compiled
+loop and once without (``GROConfig(compiled=False)``), and once more
+through the general path alone.  The traffic exercises every rule the
+loop implements (flag word, CWR, ack, options, TTL/TOS/DF, IPv4 ID
+modes, mss, sequence gaps, size limit, final flags, pure ACKs, bucket
+overflow, poll gaps, time going backwards) and every way it hands over to
+the Python engine mid-chunk and mid-aggregate (IPv6, VLAN, UDP, bad or
+seed checksums, IPv4 options, fragments, Ethernet padding, snaplen cuts),
+with chunks small enough that aggregates cross chunk boundaries.
+"""
+
+import io
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from pcapgro import pipeline
+from pcapgro.capture import _stream
+from pcapgro.capture.pcap import PcapReader, PcapWriter
+from pcapgro.gro import GROConfig, GROEngine, cfast
+from pcapgro.record import Interface, Packet, Section
+
+from pktbuild import ACK, CWR, FIN, PSH, RST, SYN, URG, Flow, ts_option
+from test_gro_plan import traffic
+
+pytestmark = pytest.mark.skipif(not cfast.available(),
+                                reason="compiled extension pcapgro._native not built")
+
+US = 1000
+T0 = 1_700_000_000 * 10**9
+
+
+def rule_traffic(seed, n_flows, n_pkts, us=False):
+    """Interleaved bulk flows whose segments now and then break a GRO rule
+    or are something the compiled loop hands over for."""
+    rnd = random.Random(seed)
+    flows = []
+    for i in range(n_flows):
+        fam = 6 if i and rnd.random() < 0.15 else 4
+        f = Flow(fam, src=f"10.1.{i // 200}.{1 + i % 200}" if fam == 4 else f"fd00::{i + 1}",
+                 sport=30000 + i, dport=443, ipid=rnd.choice(["inc", "inc", None]),
+                 ipid0=rnd.randrange(65536), seq0=rnd.randrange(2**32),
+                 mac_src=bytes([2, 0, 0, 0, 2, i % 256]),
+                 options=rnd.choice([b"", ts_option(5, 6)]))
+        back = Flow(fam, src=f.dst, dst=f.src, sport=443, dport=30000 + i, ipid="inc",
+                    mac_dst=f.mac_src)
+        flows.append([f, back, rnd.choice([1448, 1000, 777, 100]), 0])
+    out = []
+    ts = T0
+    for k in range(n_pkts):
+        fl = rnd.choice(flows) if rnd.random() < 0.4 else flows[k // 12 % n_flows]
+        f, back, mss, off = fl
+        ts += rnd.choice([1, 1, 3, 20]) * US
+        r = rnd.random()
+        if r < 0.004:
+            ts += 3_000_000                       # a poll gap
+        elif r < 0.008:
+            ts -= 30 * US                         # time goes backwards
+        if r < 0.08:
+            out.append(back.pkt(0, 0, ACK, ts=ts, ack_off=off))
+            continue
+        kw = {}
+        plen = mss
+        flags = ACK
+        e = rnd.random()
+        if e < 0.75:
+            pass
+        elif e < 0.77:
+            flags |= PSH
+        elif e < 0.78:
+            flags |= rnd.choice([FIN, URG, RST, SYN, CWR])
+        elif e < 0.80:
+            plen = rnd.randrange(1, mss)          # short: ends the aggregate
+        elif e < 0.81:
+            plen = mss + 1                         # longer than gso_size
+        elif e < 0.82:
+            off += rnd.choice([-mss, mss])         # sequence gap
+        elif e < 0.83:
+            kw["window"] = 1000
+        elif e < 0.835:
+            kw["ack_off"] = 7
+        elif e < 0.84:
+            kw["options"] = ts_option(9, 9) if f.options else ts_option(1, 1)
+        elif e < 0.845:
+            kw["ttl" if f.family == 4 else "hlim"] = 3
+        elif e < 0.85:
+            kw["tos" if f.family == 4 else "tc"] = 4
+        elif e < 0.855 and f.family == 4:
+            kw["df"] = False
+        elif e < 0.86 and f.family == 4:
+            kw["ident"] = rnd.randrange(65536)     # breaks the ID pattern
+        elif e < 0.87:
+            kw["csum"] = rnd.choice(["bad", "seed"])
+        elif e < 0.875 and f.family == 4:
+            kw["ip_csum"] = "bad"
+        elif e < 0.88:
+            kw["vlans"] = [(0x8100, 5)]
+        elif e < 0.885:
+            kw["pad_to"] = 1600 if plen < 1500 else 0
+        elif e < 0.89 and f.family == 4:
+            kw["ip_options"] = b"\x01\x01\x01\x00"
+        elif e < 0.895 and f.family == 4:
+            kw["mf"] = True
+        elif e < 0.90:
+            out.append(f.udp(200, ts=ts))
+            continue
+        elif e < 0.905:
+            out.append(f.pkt(off, plen, flags, ts=ts, snaplen=60))
+            fl[3] = off + plen
+            continue
+        out.append(f.pkt(off, plen, flags, ts=ts, **kw))
+        fl[3] = off + plen
+    if us:
+        for p in out:
+            p.ts -= p.ts % US
+    return out
+
+
+def _pcap(pkts, nanosecond=True, byteorder="<"):
+    f = io.BytesIO()
+    w = PcapWriter(f, nanosecond=nanosecond, byteorder=byteorder)
+    w.write_batch([Section(byteorder), Interface(1, 262144, 9 if nanosecond else 6)] + list(pkts))
+    w.close()
+    return f.getvalue()
+
+
+def run(data, compiled, chunk=1 << 22, **cfg):
+    """pcap bytes through pipeline.run with a GROEngine; returns (output
+    bytes, stats dict, records the compiled loop wrote)."""
+    old = _stream.CHUNK
+    _stream.CHUNK = chunk
+    wrote = []
+    orig = cfast.CEngine.run
+
+    def counting(self, eng, lb, start=0):
+        n = len(eng.out)
+        k = orig(self, eng, lb, start)
+        wrote.extend(getattr(x, "n", 0) for x in eng.out[n:])
+        return k
+
+    cfast.CEngine.run = counting
+    try:
+        eng = GROEngine(GROConfig(annotate=False, compiled=compiled, **cfg))
+        f = io.BytesIO()
+        w = PcapWriter(f)
+        pipeline.run(PcapReader(io.BytesIO(data)), w, eng.process)
+        w.close()
+    finally:
+        _stream.CHUNK = old
+        cfast.CEngine.run = orig
+    return f.getvalue(), eng.stats.to_dict(), sum(wrote)
+
+
+def general(pkts, nanosecond=True, byteorder="<", **cfg):
+    """The general (reference) path's output file and stats."""
+    eng = GROEngine(GROConfig(annotate=False, fast_path=False, **cfg))
+    g = io.BytesIO()
+    w = PcapWriter(g, nanosecond=nanosecond, byteorder=byteorder)
+    w.write_batch([Section(byteorder), Interface(1, 262144, 9 if nanosecond else 6)])
+    w.write_batch([p for p in eng.process(pkts) if type(p) is Packet])
+    w.close()
+    return g.getvalue(), eng.stats.to_dict()
+
+
+# gro_max_size 10040 and 7052 are reached exactly by segments of 1000 or
+# 100 bytes with 20 / 32 bytes of TCP header (40 + n * L, 52 + n * L)
+CONFIGS = [dict(), dict(hash="none"), dict(verify_csum=False), dict(csum="kernel"),
+           dict(gro_max_size=10_040), dict(gro_max_size=7_052), dict(gro_max_size=200_000),
+           dict(verify_csum=False, csum="kernel"), dict(poll_gap_ns=10_000)]
+
+
+def check(pkts, chunk, nanosecond=True, byteorder="<", **cfg):
+    data = _pcap(pkts, nanosecond, byteorder)
+    c_out, c_st, wrote = run(data, True, chunk, **cfg)
+    p_out, p_st, _ = run(data, False, chunk, **cfg)
+    assert c_st == p_st
+    assert c_out == p_out
+    g_out, g_st = general(pkts, nanosecond, byteorder, **cfg)
+    assert c_st == g_st
+    assert c_out == g_out
+    return wrote
+
+
+@pytest.mark.parametrize("ci", range(len(CONFIGS)))
+@pytest.mark.parametrize("n_flows", [1, 4, 11])
+def test_compiled_matches_python_on_rule_traffic(n_flows, ci):
+    pkts = rule_traffic(n_flows * 31 + ci, n_flows, 2500)
+    wrote = check(pkts, 1 << 16, **CONFIGS[ci])
+    assert wrote > 0              # the compiled loop did take records
+
+
+@pytest.mark.parametrize("ci", range(len(CONFIGS)))
+@pytest.mark.parametrize("n_flows", [1, 3, 12])
+def test_compiled_matches_python_on_bulk_traffic(n_flows, ci):
+    pkts = traffic(n_flows * 7 + ci, n_flows, 3000)
+    wrote = check(pkts, 1 << 15, **CONFIGS[ci])
+    assert wrote > 0
+
+
+@pytest.mark.parametrize("nanosecond,byteorder", [(False, "<"), (True, ">"), (False, ">")])
+def test_compiled_keeps_resolution_and_byte_order(nanosecond, byteorder):
+    pkts = rule_traffic(99, 5, 2000, us=not nanosecond)
+    assert check(pkts, 1 << 15, nanosecond, byteorder) > 0
+
+
+def test_bucket_overflow_and_poll_ends():
+    # 20 flows in one bucket (hash none): the oldest is completed for each
+    # 9th; poll gaps complete everything in bucket order
+    pkts = traffic(3, 20, 4000)
+    data = _pcap(pkts)
+    c_out, c_st, wrote = run(data, True, 1 << 14, hash="none")
+    assert wrote > 0
+    assert c_st["flush_reasons"].get("bucket_full", 0) > 0
+    assert c_st["flush_reasons"].get("poll_end", 0) > 0
+    p_out, p_st, _ = run(data, False, 1 << 14, hash="none")
+    assert (c_out, c_st) == (p_out, p_st)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n_flows=st.integers(1, 14),
+       ci=st.integers(0, len(CONFIGS) - 1), chunk=st.sampled_from([2000, 9000, 1 << 20]))
+def test_compiled_matches_python_random(seed, n_flows, ci, chunk):
+    check(rule_traffic(seed, n_flows, 600), chunk, **CONFIGS[ci])
+
+
+def test_not_used_for_pcapng_or_annotations():
+    # pcapng output (annotated) never gets RawRecords
+    assert not cfast.usable(GROConfig(annotate=True))
+    assert not cfast.usable(GROConfig(annotate=False, fraglist=True))
+    assert not cfast.usable(GROConfig(annotate=False, napi_budget=64))
+    assert not cfast.usable(GROConfig(annotate=False, gro_flush_timeout=1000))
+    assert not cfast.usable(GROConfig(annotate=False, compiled=False))
+    assert cfast.usable(GROConfig(annotate=False))
+
+
+def test_sum16_matches_reference():
+    from pcapgro._native import sum16
+    from pcapgro.checksum import ones_sum
+    rnd = random.Random(1)
+    for n in list(range(70)) + [1447, 1448, 9000]:
+        d = bytes(rnd.randrange(256) for _ in range(n))
+        assert sum16(d) == ones_sum(d)
+    assert sum16(b"\xff" * 64) == ones_sum(b"\xff" * 64)
+
+
+def test_records_walk_matches_python():
+    from pcapgro._native import records
+    import struct
+    recs = b"".join(struct.pack("<IIII", 1, 2, n, n) + b"x" * n for n in (10, 0, 70, 5))
+    assert records(recs, 0, len(recs), 16, False) == ([0, 26, 42, 128], len(recs), -1)
+    # the last record cut by the end: dropped, its start and caplen given
+    assert records(recs, 0, len(recs) - 2, 16, False) == ([0, 26, 42], 128, 5)
+    # a header cut by the end
+    assert records(recs, 0, 130, 16, False) == ([0, 26, 42], 128, -1)
+    big = b"".join(struct.pack(">IIII", 1, 2, n, n) + b"y" * n for n in (3, 4))
+    assert records(big, 0, len(big), 16, True) == ([0, 19], len(big), -1)
