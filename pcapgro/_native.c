@@ -478,9 +478,10 @@ static int merge_flush(Agg *a, const Seg *g)
     if (g->df != a->df)
         return F_DF_CHANGED;
     uint32_t d = (g->ipid - a->ipid) & 0xFFFF;
-    if (a->count == 1 && d == 0)
+    uint32_t count = a->count & 0xFFFF;      /* NAPI_GRO_CB(p)->count: u16 */
+    if (count == 1 && d == 0)
         a->fixedid = 1;
-    if (d != (a->fixedid ? 0 : a->count))
+    if (d != (a->fixedid ? 0 : count))
         return F_IP_ID;
     if (g->L == 0)
         return F_PURE_ACK;
@@ -561,7 +562,7 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp", kwlist, &limit, &gap, &jiffy,
                                      &verify, &csum_valid, &hash_flow))
         return -1;
-    if (limit < 2 || limit > 0x7FFFFFFF || jiffy <= 0) {
+    if (limit < 1 || limit > 0x7FFFFFFF || jiffy <= 0) {
         PyErr_SetString(PyExc_ValueError, "bad limit or jiffy");
         return -1;
     }
@@ -684,6 +685,8 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
                     g.psum = (uint32_t)((0xFFFF - (pseudo + th) % 0xFFFF) % 0xFFFF);
             }
         }
+        if ((int64_t)h[1] * e->mul >= 1000000000)
+            break;              /* a fraction of a second out of range */
         int64_t ts = (int64_t)h[0] * 1000000000 + (int64_t)h[1] * e->mul;
         /* the NAPI poll ends at a gap */
         if (e->have_last && ts - e->last_ts > e->gap && e->nheld)

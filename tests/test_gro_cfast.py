@@ -260,3 +260,57 @@ def test_records_walk_matches_python():
     assert records(recs, 0, 130, 16, False) == ([0, 26, 42], 128, -1)
     big = b"".join(struct.pack(">IIII", 1, 2, n, n) + b"y" * n for n in (3, 4))
     assert records(big, 0, len(big), 16, True) == ([0, 19], len(big), -1)
+
+
+# ---- cases a review found (each failed before its fix)
+
+def test_head_longer_than_gro_max_size():
+    # a packet is held as a head whatever gro_max_size says; its payload
+    # (1448 bytes) is longer than the limit: the loop's storage grows
+    # (it overflowed a limit-sized buffer)
+    pkts = traffic(21, 3, 1500)
+    for limit in (1, 100, 1000):
+        assert check(pkts, 1 << 14, gro_max_size=limit) > 0
+
+
+def test_poll_gap_beyond_int64():
+    pkts = traffic(22, 2, 800)
+    assert check(pkts, 1 << 14, poll_gap_ns=2**63) > 0
+
+
+def test_more_than_65535_segments_ip_id_count_is_u16():
+    # inet_gro_flush compares the ID offset with NAPI_GRO_CB(p)->count, a
+    # u16: the 65537th one-byte segment of an incrementing-ID flow still
+    # merges (BIG TCP limit); every path agrees
+    f = Flow(4, ipid="inc", ipid0=10)
+    pkts = [f.pkt(k, 1, ACK, ts=T0 + k) for k in range(66_000)]
+    pkts.append(f.pkt(66_000, 1, ACK | FIN, ts=T0 + 66_000))   # completes it
+    data = _pcap(pkts)
+    c_out, c_st, wrote = run(data, True, gro_max_size=524_280)
+    p_out, p_st, _ = run(data, False, gro_max_size=524_280)
+    assert wrote > 0
+    assert (c_out, c_st) == (p_out, p_st)
+    assert c_st["aggregates"] == 1 and c_st["segments_merged"] == 66_001
+    assert general(pkts, gro_max_size=524_280) == (c_out, c_st)
+
+
+def test_writer_snaplen_covers_raw_records_before_smaller_packets():
+    # a RawRecords with a 300,000-byte record, then in the same batch a
+    # 270,000-byte Packet: the header snaplen is the larger
+    from pcapgro.record import RawRecords
+    import struct
+    big = struct.pack("<IIII", 1, 0, 300_000, 300_000) + bytes(300_000)
+    f = io.BytesIO()
+    w = PcapWriter(f)
+    w.write_batch([Section("<"), Interface(1, 262144, 6)])
+    w.write_batch([RawRecords(big, 1, 300_000, 10**9), Packet(2 * 10**9, bytes(270_000), 270_000)])
+    w.close()
+    assert struct.unpack_from("<I", f.getvalue(), 16)[0] == 300_000
+
+
+def test_writer_timestamp_beyond_pcap_range_is_one_clear_error():
+    from pcapgro.errors import UnusableInput
+    w = PcapWriter(io.BytesIO())
+    w.write_batch([Section("<"), Interface(1, 262144, 6)])
+    with pytest.raises(UnusableInput, match="32-bit"):
+        w.write_batch([Packet(2**32 * 10**9, b"x" * 60, 60)])

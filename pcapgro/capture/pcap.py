@@ -525,6 +525,14 @@ class PcapWriter:
         pack = self._pack
         maxlen = self._maxlen
         nano = self.nanosecond
+        try:
+            self._loop(events, parts, app, pack, maxlen, nano, sink)
+        except struct.error:
+            raise UnusableInput("a timestamp or length does not fit classic pcap's "
+                                "32-bit fields (beyond 2106-02-07?): use -F pcapng") from None
+
+    def _loop(self, events, parts, app, pack, maxlen, nano, sink):
+        """write_batch's loop over ``events``."""
         n_pk = 0
         n_by = 0
         for ev in events:
@@ -553,6 +561,7 @@ class PcapWriter:
             else:
                 self.write(ev)
                 pack = self._pack
+                maxlen = self._maxlen     # write_raw may have raised it
         self.packets += n_pk
         self.packet_bytes += n_by
         sink.size += n_by + 16 * n_pk

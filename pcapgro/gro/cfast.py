@@ -57,7 +57,8 @@ def usable(cfg):
     loop models (see the module doc)."""
     return (available() and cfg.fast_path and cfg.compiled and not cfg.fraglist and not cfg.annotate
             and not cfg.napi_budget and not cfg.gro_flush_timeout
-            and cfg.hash in ("flow", "none") and cfg.csum in ("valid", "kernel"))
+            and cfg.hash in ("flow", "none") and cfg.csum in ("valid", "kernel")
+            and 1 <= cfg.gro_max_size <= 0x7FFFFFFF and cfg.hz > 0)
 
 
 class CEngine:
@@ -69,7 +70,9 @@ class CEngine:
 
     def __init__(self, cfg):
         self.cfg = cfg
-        self.c = _native.Engine(limit=cfg.gro_max_size, poll_gap_ns=cfg.poll_gap_ns,
+        # a gap beyond 2**62 ns is never reached by pcap times (< 2**32 s)
+        self.c = _native.Engine(limit=cfg.gro_max_size,
+                                poll_gap_ns=max(min(cfg.poll_gap_ns, 1 << 62), -(1 << 62)),
                               jiffy_ns=1_000_000_000 // cfg.hz, verify=cfg.verify_csum,
                               csum_valid=cfg.csum == "valid", hash_flow=cfg.hash == "flow")
 

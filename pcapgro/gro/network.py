@@ -31,8 +31,9 @@ def network_flush(agg, seg):
         if seg.df != head.df:
             return Flush.DF_CHANGED
         d = (seg.ipid - head.ipid) & 0xFFFF
-        if agg.count == 1 and d == 0:
+        count = agg.count & 0xFFFF       # NAPI_GRO_CB(p)->count is a u16
+        if count == 1 and d == 0:
             agg.fixedid = True
-        if d != (0 if agg.fixedid else agg.count):
+        if d != (0 if agg.fixedid else count):
             return Flush.IP_ID
     return None
