@@ -502,17 +502,24 @@ static int final_reason(uint32_t flags)
     return -1;
 }
 
+/* a segment with no held packet to join: the final check with mss 1
+ * (tcp_gro_receive's out_check_final) passes it up, else it is held */
+static void pass_or_hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
+{
+    if (g->L < 1)
+        pass_up(e, P_PURE_ACK, g->f, g->n, ts);
+    else if (g->flags & TH_FINAL)
+        pass_up(e, P_FLAGS, g->f, g->n, ts);
+    else
+        hold(e, g, ts, idx);
+}
+
 /* dev_gro_receive + tcp_gro_receive for one segment */
 static void receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
 {
     int s = find(e, g->key, g->kh);
     if (s < 0) {
-        if (g->L < 1)
-            pass_up(e, P_PURE_ACK, g->f, g->n, ts);
-        else if (g->flags & TH_FINAL)
-            pass_up(e, P_FLAGS, g->f, g->n, ts);
-        else
-            hold(e, g, ts, idx);
+        pass_or_hold(e, g, ts, idx);
         return;
     }
     Agg *a = &e->aggs[s];
@@ -542,12 +549,7 @@ static void receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
         return;
     }
     complete(e, s, reason, ts);
-    if (g->L < 1)
-        pass_up(e, P_PURE_ACK, g->f, g->n, ts);
-    else if (g->flags & TH_FINAL)
-        pass_up(e, P_FLAGS, g->f, g->n, ts);
-    else
-        hold(e, g, ts, idx);
+    pass_or_hold(e, g, ts, idx);
 }
 
 /* ------------------------------------------------------------ Python API */
