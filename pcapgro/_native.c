@@ -644,6 +644,8 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
         uint32_t cap = h[2];
         if (cap != h[3] || cap < 54 || off + 16 + (Py_ssize_t)cap > blen)
             break;
+        if ((int64_t)h[1] * e->mul >= 1000000000)
+            break;              /* a fraction of a second out of range */
         const uint8_t *f = r + 16;
         if (f[12] != 0x08 || f[13] != 0x00 || f[14] != 0x45 || f[23] != 6)
             break;
@@ -687,8 +689,6 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
                     g.psum = (uint32_t)((0xFFFF - (pseudo + th) % 0xFFFF) % 0xFFFF);
             }
         }
-        if ((int64_t)h[1] * e->mul >= 1000000000)
-            break;              /* a fraction of a second out of range */
         int64_t ts = (int64_t)h[0] * 1000000000 + (int64_t)h[1] * e->mul;
         /* the NAPI poll ends at a gap */
         if (e->have_last && ts - e->last_ts > e->gap && e->nheld)

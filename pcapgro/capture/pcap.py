@@ -559,9 +559,17 @@ class PcapWriter:
                 n_pk += 1
                 n_by += n
             else:
+                # counted so far first: write() may flush, and a flush may
+                # start a new parts list (ByteSink.flush)
+                self.packets += n_pk
+                self.packet_bytes += n_by
+                sink.size += n_by + 16 * n_pk
+                n_pk = n_by = 0
                 self.write(ev)
                 pack = self._pack
                 maxlen = self._maxlen     # write_raw may have raised it
+                parts = sink.parts
+                app = parts.append
         self.packets += n_pk
         self.packet_bytes += n_by
         sink.size += n_by + 16 * n_pk
@@ -571,9 +579,11 @@ class PcapWriter:
     def accepts_raw(self, reader):
         """True when records of ``reader`` (a PcapReader) can be copied
         verbatim: same byte order and resolution, nothing written yet."""
+        if type(reader) is not PcapReader:
+            return False
         bo = self.byteorder if self.byteorder in ("<", ">") else reader.byteorder
         nano = reader.nanosecond if self.nanosecond is None else self.nanosecond
-        return (type(reader) is PcapReader and not reader.modified and self.packets == 0
+        return (not reader.modified and self.packets == 0
                 and bo == reader.byteorder and nano == reader.nanosecond)
 
     def write_raw(self, records, n, maxcaplen):
