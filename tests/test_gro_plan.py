@@ -179,3 +179,17 @@ def test_pcap_writer_takes_parts():
     assert [(p.ts, p.data, p.orig_len) for p in back] == \
         [(T0, b"\x01" * 20 + b"cdef" + b"xyz", 40), (T0 + 1, b"plain", 5)]
     assert w.packet_bytes == 27 + 5
+
+
+@pytest.mark.parametrize("chunk", [3100, 4600, 6200])
+def test_size_limit_restart_after_a_head_cut_by_the_snaplen(chunk):
+    # a head cut by the snaplen held from an earlier chunk, whole segments
+    # merged into it, then the size limit: the planner starts the next
+    # aggregate from the head's fields (_next_head), which must not take
+    # what the cut head lacks (it raised AttributeError: cextra)
+    f = Flow(4, ipid="inc")
+    pkts = [f.pkt(0, 1448, ACK, ts=T0, snaplen=60)]
+    pkts += [f.pkt(k * 1448, 1448, ACK, ts=T0 + k * US) for k in range(1, 12)]
+    a, b, ran = _chunk_vs_general(pkts, chunk, gro_max_size=5000)
+    assert a == b
+    assert True in ran

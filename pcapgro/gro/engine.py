@@ -1219,7 +1219,10 @@ def _next_head(h, pkt, seq):
     """The Seg of ``pkt``, a plain Ethernet/IPv4/TCP packet with good
     checksums that continues the aggregate whose head is ``h`` (so its
     headers equal the head's but for sequence number, IPv4 ID and
-    checksums): a copy of ``h`` with those (what ipv4.receive would give)."""
+    checksums): a copy of ``h`` with those (what ipv4.receive would give).
+    What a head cut by the snaplen lacks or has cut (``end``, ``caddr``,
+    ``cextra``) is taken from ``pkt``, which is whole."""
+    d = pkt.data
     seg = Seg()
     seg.pkt = pkt
     seg.family = h.family
@@ -1227,7 +1230,7 @@ def _next_head(h, pkt, seq):
     seg.l3off = h.l3off
     seg.l4off = h.l4off
     seg.pay = h.pay
-    seg.end = h.end
+    seg.end = len(d)
     seg.L = h.L
     seg.l3len = h.l3len
     seg.key = h.key
@@ -1237,13 +1240,12 @@ def _next_head(h, pkt, seq):
     seg.ackopt = h.ackopt
     seg.tosttl = h.tosttl
     seg.df = h.df
-    d = pkt.data
     seg.ipid = (d[18] << 8) | d[19]
     seg.flush_l3 = False
     seg.vlan = 0
     seg.cblock = None
-    seg.cextra = h.cextra
-    seg.caddr = h.caddr
+    seg.cextra = 6 + h.l3len - 20
+    seg.caddr = d[26:34]
     seg.partial = False
     return seg
 
