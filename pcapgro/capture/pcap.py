@@ -519,20 +519,21 @@ class PcapWriter:
             else:
                 return
             events = events[i:]
+        try:
+            self._loop(events)
+        except struct.error:
+            raise UnusableInput("a timestamp or length does not fit classic pcap's "
+                                "32-bit fields (beyond 2106-02-07?): use -F pcapng") from None
+
+    def _loop(self, events):
+        """write_batch's loop over ``events`` (after the first Packet set
+        the writer up)."""
         sink = self._sink
         parts = sink.parts
         app = parts.append
         pack = self._pack
         maxlen = self._maxlen
         nano = self.nanosecond
-        try:
-            self._loop(events, parts, app, pack, maxlen, nano, sink)
-        except struct.error:
-            raise UnusableInput("a timestamp or length does not fit classic pcap's "
-                                "32-bit fields (beyond 2106-02-07?): use -F pcapng") from None
-
-    def _loop(self, events, parts, app, pack, maxlen, nano, sink):
-        """write_batch's loop over ``events``."""
         n_pk = 0
         n_by = 0
         for ev in events:

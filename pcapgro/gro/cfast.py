@@ -126,20 +126,19 @@ class CEngine:
         would hold them; the loop then holds nothing."""
         if not self.c.held:
             return
+        valid = self.cfg.csum == "valid"     # sums are only used for that
         for (b, h, head, head_ts, head_idx, tail, count, mss, seq_next, size, fin_psh,
              fixedid, age, head_psum, tail_psum) in self.c.release():
             pkt = Packet(head_ts, head, len(head), 0, linktype, None)
-            seg = ipv4.receive(pkt, 14, 0)
-            agg = eng.adopt(seg, h, age)
+            agg = eng.adopt(ipv4.receive(pkt, 14, 0), h, age)
+            agg.idxs = [head_idx]
+            agg.psums = [head_psum if valid else None]
             if count > 1:
+                # what was merged, as one entry of payload bytes
                 agg.pkts.append(tail)
                 agg.pays.append(0)
                 agg.idxs.append(head_idx + 1)
-            valid = self.cfg.csum == "valid"
-            agg.psums = [head_psum if valid else None]
-            if count > 1:
                 agg.psums.append(tail_psum if valid else None)
-            agg.idxs[0] = head_idx
             agg.count = count
             agg.mss = mss
             agg.seq_next = seq_next
