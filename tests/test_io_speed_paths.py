@@ -507,20 +507,16 @@ def test_write_errors_same_both_paths(writev, tmp_path, monkeypatch):
             sink.flush()
 
 
-def test_writev_errors_after_partial(tmp_path, monkeypatch):
-    fake = FakeWritev(os.writev, random.Random(5), fail_after=1000, err=errno.ENOSPC)
-    monkeypatch.setattr(os, "writev", fake)
+@pytest.mark.parametrize("fake_kw,msg", [
+    (dict(fail_after=1000, err=errno.ENOSPC), "No space left on device"),
+    (dict(zero=True), "short write"),
+])
+def test_writev_errors_after_partial(tmp_path, monkeypatch, fake_kw, msg):
+    monkeypatch.setattr(os, "writev", FakeWritev(os.writev, random.Random(5), **fake_kw))
     f, sink = sink_to(tmp_path / "o")
     sink.parts += [b"y" * 3000] * 10
     sink.size = 30000
-    with pytest.raises(UnusableInput, match="cannot write output: No space left on device"):
-        sink.flush()
-    f.close()
-    monkeypatch.setattr(os, "writev", FakeWritev(os.writev, random.Random(5), zero=True))
-    f, sink = sink_to(tmp_path / "p")
-    sink.parts += [b"y" * 3000] * 10
-    sink.size = 30000
-    with pytest.raises(UnusableInput, match="cannot write output: short write"):
+    with pytest.raises(UnusableInput, match=f"cannot write output: {msg}"):
         sink.flush()
     f.close()
 
