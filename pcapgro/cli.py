@@ -21,7 +21,7 @@ import click
 
 from . import __version__
 from . import pipeline
-from .capture import open_reader, open_writer, format_for_path, FORMATS
+from .capture import open_reader, open_writer, format_for_path, same_file, FORMATS
 from .errors import (PcapgroError, DamagedInput, UnusableInput, EXIT_USAGE,
                      EXIT_DAMAGED, EXIT_INTERRUPTED)
 
@@ -169,6 +169,26 @@ def _report(stats, quiet, stats_path):
                 raise UnusableInput(f"cannot write {stats_path}: {e.strerror or e}") from None
 
 
+def _clobbers(a, b):
+    """``a`` would overwrite the regular file (or the same new path) ``b``:
+    two names of one device or FIFO (``/dev/null``) are fine."""
+    return same_file(a, b) and not (os.path.exists(a) and not os.path.isfile(a))
+
+
+def _refuse_clobber(in_path, out_path, stats_path, out_label="OUT"):
+    """Usage error (exit 2) when OUT or the ``--stats`` file would overwrite
+    IN, or the ``--stats`` file is OUT (editcap and tcpdump would destroy
+    the capture being read; pcapgro refuses instead)."""
+    if in_path is not None and _clobbers(out_path, in_path):
+        raise click.UsageError(f"{out_label} {out_path} is the same file as IN: "
+                               "write to another file")
+    if stats_path and stats_path != "-":
+        for label, p in (("IN", in_path), (out_label, out_path)):
+            if p is not None and _clobbers(stats_path, p):
+                raise click.UsageError(f"--stats {stats_path} is the same file as {label}: "
+                                       "write the statistics to another file")
+
+
 def run_command(in_path, out_path, quiet=False, out_format=None, stats_path=None,
                 transform=None, extra_stats=None, build=None, after=None, live=None):
     """Run one IN -> OUT job with the common options.
@@ -198,6 +218,7 @@ def run_command(in_path, out_path, quiet=False, out_format=None, stats_path=None
     """
     if stats_path == "-" and out_path == "-":
         raise click.UsageError("--stats - needs OUT to be a file (standard output is the capture)")
+    _refuse_clobber(None if live is not None else in_path, out_path, stats_path)
     reader = live.start() if live is not None else open_reader(in_path)
     status = 0
     damaged = None
@@ -512,6 +533,10 @@ def verify_cmd(in_path, out_path, csum, as_json, stats_path, quiet, max_problems
         if p == "-":
             raise click.UsageError(f"verify needs {label} to be a file (tshark reads it; "
                                    "'-' is not supported)")
+    _refuse_clobber(None, out_path, stats_path)
+    if stats_path and stats_path != "-" and _clobbers(stats_path, in_path):
+        raise click.UsageError(f"--stats {stats_path} is the same file as IN: "
+                               "write the statistics to another file")
     v = vf.verify(in_path, out_path, csum=csum)
     d = v.to_dict()
     if as_json or stats_path == "-":

@@ -9,8 +9,10 @@ parts flushed per >= 1 MiB (``os.writev``, or one join).
 * :func:`open_reader` -- ``path`` or ``'-'`` (stdin) -> a reader (format
   detected from the magic, without seeking, so pipes work).
 * :func:`open_writer` -- ``path`` or ``'-'`` (stdout), ``'pcap'|'pcapng'``
-  -> a writer; a file is written to a temp file beside the target and
-  renamed into place by ``close()`` (``abort()`` removes it).
+  -> a writer; a regular file is written to a temp file beside the target
+  (a symbolic link's target) and renamed into place by ``close()``
+  (``abort()`` removes it); devices and FIFOs are written directly.
+* :func:`same_file` -- do two paths name one file (IN = OUT refused).
 
 Readers: iterable of events (:mod:`pcapgro.record`), plus ``batches()``
 (lists of events), attributes ``format``, ``nanosecond``, ``bytes_read``,
@@ -21,7 +23,9 @@ Writers: ``write(event)``, ``write_batch(events)``, ``close()``,
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import sys
 import tempfile
 
@@ -101,9 +105,11 @@ def open_writer(path, fmt, nanosecond=None, byteorder=None):
     """Open a capture for writing.
 
     Args:
-        path:       file path or ``'-'`` for standard output.  A file is
-                    written as a temp file in the same directory and renamed
-                    to ``path`` by ``close()``; ``abort()`` removes it.
+        path:       file path or ``'-'`` for standard output.  A regular
+                    file is written as a temp file in the same directory and
+                    renamed to ``path`` (a link's target) by ``close()``;
+                    ``abort()`` removes it.  Devices and FIFOs are written
+                    directly (see :func:`_open_out`).
         fmt:        'pcap' or 'pcapng'.
         nanosecond: pcap only: True/False force the resolution, None = from
                     the first Interface event.
@@ -115,30 +121,33 @@ def open_writer(path, fmt, nanosecond=None, byteorder=None):
     """
     if fmt not in FORMATS:
         raise UnusableInput(f"unknown output format {fmt!r} (pcap or pcapng)")
+    direct = False
     if path == "-":
         f = sys.stdout.buffer
         tmp = None
     else:
         path = os.fspath(path)
-        d = os.path.dirname(os.path.abspath(path))
-        try:
-            fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(path) + ".",
-                                       suffix=".part")
-        except OSError as e:
-            raise UnusableInput(f"cannot write {path}: {e.strerror or e}") from None
-        mask = os.umask(0)
-        os.umask(mask)
-        try:
-            os.fchmod(fd, 0o666 & ~mask)
-        except OSError:
-            pass
-        f = os.fdopen(fd, "wb", buffering=0)
+        target, f, tmp, direct = _open_out(path)
     if fmt == "pcap":
         w = PcapWriter(f, nanosecond=nanosecond, byteorder=byteorder)
     else:
         w = PcapngWriter(f, byteorder=byteorder)
 
-    if tmp is None:
+    if direct:
+        def on_close():
+            try:
+                f.close()
+            except BrokenPipeError:
+                raise
+            except OSError as e:
+                raise UnusableInput(f"cannot write {path}: {e.strerror or e}") from None
+
+        def on_abort():
+            try:
+                f.close()
+            except OSError:
+                pass
+    elif tmp is None:
         def on_close():
             try:
                 f.flush()
@@ -151,7 +160,7 @@ def open_writer(path, fmt, nanosecond=None, byteorder=None):
         def on_close():
             f.close()
             try:
-                os.replace(tmp, path)
+                os.replace(tmp, target)
             except OSError as e:
                 _unlink(tmp)
                 raise UnusableInput(f"cannot write {path}: {e.strerror or e}") from None
@@ -165,6 +174,77 @@ def open_writer(path, fmt, nanosecond=None, byteorder=None):
     w._on_close = on_close
     w._on_abort = on_abort
     return w
+
+
+def same_file(a, b):
+    """True when paths ``a`` and ``b`` name the same file: the same inode
+    when both exist, else the same path once links are resolved.  ``'-'``
+    (a standard stream) is never the same file as anything."""
+    if a == "-" or b == "-" or a is None or b is None:
+        return False
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _open_out(path):
+    """Open OUT the way editcap and tcpdump -w treat it, without ever
+    leaving a half-written capture in place of a good file.
+
+    * A symbolic link is followed: its target is written, the link stays.
+    * An existing character/block device, FIFO or socket (``/dev/null``, a
+      named pipe a reader waits on) is opened and written directly.
+    * A regular file (new or existing) is written as a temp file in the same
+      directory and renamed over it by ``close()``; an existing file keeps
+      its permission bits (and owner, where allowed).  When the directory is
+      not writable but the file is, the file is truncated and written in
+      place, as editcap does.
+
+    Returns (file written: OUT with links resolved, binary file object,
+    temp path or None, True when written directly).
+    Raises UnusableInput when OUT cannot be opened.
+    """
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise UnusableInput(f"cannot write {path}: {e.strerror or e}") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise UnusableInput(f"cannot write {path}: Is a directory")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        try:
+            return path, open(real, "wb", buffering=0), None, True
+        except OSError as e:
+            raise UnusableInput(f"cannot write {path}: {e.strerror or e}") from None
+    d = os.path.dirname(real)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(real) + ".",
+                                   suffix=".part")
+    except OSError as e:
+        if st is not None and e.errno in (errno.EACCES, errno.EPERM):
+            try:
+                return path, open(real, "wb", buffering=0), None, True
+            except OSError as e2:
+                e = e2
+        raise UnusableInput(f"cannot write {path}: {e.strerror or e}") from None
+    if st is not None:
+        mode = stat.S_IMODE(st.st_mode)
+        try:
+            os.fchown(fd, st.st_uid, st.st_gid)
+        except OSError:
+            pass
+    else:
+        mask = os.umask(0)
+        os.umask(mask)
+        mode = 0o666 & ~mask
+    try:
+        os.fchmod(fd, mode)
+    except OSError:
+        pass
+    return real, os.fdopen(fd, "wb", buffering=0), tmp, False
 
 
 def _unlink(p):
