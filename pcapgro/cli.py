@@ -442,9 +442,7 @@ def _split_build(opts, quiet):
         if opts["restore"]:
             from .restore import Restorer
             r = Restorer()
-            return (r.process, lambda: {"restore": dict(r.stats)},
-                    lambda: [f"restore: {r.stats['restored']} aggregates given back as "
-                             f"{r.stats['segments']} packets, {r.stats['passed']} passed"])
+            return (r.process, lambda: {"restore": dict(r.stats)}, lambda: _restore_table(r.stats))
         from .gso import GSOConfig, GSOSplitter
         cfg = GSOConfig(mss=opts["mss"], mtu=opts["mtu"], gso_size=opts["gso_size"],
                         fixed_id=opts["fixed_id"], annotate=fmt == "pcapng")
@@ -501,6 +499,16 @@ Examples:
   pcapgro verify --csum kernel wire.pcap kernel-gro.pcap
   pcapgro verify --json in.pcap out.pcapng | jq .problems
 """
+
+
+def _restore_table(st):
+    lines = [f"restore: {st['restored']} aggregates given back as "
+             f"{st['segments']} packets, {st['passed']} passed"]
+    if st["unrecorded"]:
+        lines.append(f"  {st['unrecorded']} aggregates carry no restore record (cut by a "
+                     "snaplen: merge keeps only their contiguous captured bytes) and "
+                     "stay as they are")
+    return lines
 
 
 @cli.command("verify", epilog=_VERIFY_EPILOG)

@@ -201,11 +201,14 @@ class Restorer:
 
     Attributes:
         stats: dict with ``packets``, ``restored`` (aggregates undone),
-               ``segments`` (packets given back), ``passed``.
+               ``segments`` (packets given back), ``passed``,
+               ``unrecorded`` (aggregates merge wrote without a restore
+               record, the ones cut by a snaplen: passed as they are).
     """
 
     def __init__(self):
-        self.stats = {"packets": 0, "restored": 0, "segments": 0, "passed": 0}
+        self.stats = {"packets": 0, "restored": 0, "segments": 0, "passed": 0,
+                      "unrecorded": 0}
 
     def process(self, events):
         """Generator over events (see :mod:`pcapgro.record`), giving back
@@ -238,6 +241,9 @@ class Restorer:
                 raise UnusableInput(f"packet {st['packets']}: {e}") from None
             if segs is None:
                 st["passed"] += 1
+                meta = ev.meta
+                if meta is not None and any(c.startswith(AGG_TAG) for c in meta.comments or ()):
+                    st["unrecorded"] += 1
                 while nxt in pending:
                     yield pending.pop(nxt)
                     nxt += 1

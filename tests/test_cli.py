@@ -188,3 +188,27 @@ def test_no_traceback_on_merge_without_engine_or_with(small, tmp_path):
     p = run_cli("merge", "-q", small, tmp_path / "o.pcap")
     assert b"Traceback" not in p.stderr
     assert p.returncode in (0, 2)
+
+
+def test_snaplen_cut_merge_and_restore_say_what_they_leave(tmp_path):
+    """A capture cut by a snaplen: merge counts the captured bytes its
+    aggregates cannot carry, split --restore counts the aggregates it cannot
+    give back (no restore record); neither is silent."""
+    from builders import pcap as build_pcap
+    src = KERNEL / "tcp4-bulk-wire.pcap"
+    if not src.exists():
+        pytest.skip("kernel captures missing")
+    recs = [(p.ts // 10 ** 9, (p.ts % 10 ** 9) // 1000, p.data[:200], p.orig_len)
+            for p in open_reader(src) if type(p) is Packet]
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(build_pcap(recs))
+    m = tmp_path / "m.pcapng"
+    p = run_cli("merge", "--stats", tmp_path / "s.json", cut, m, check=0)
+    sn = json.loads((tmp_path / "s.json").read_text())["gro"]["snaplen"]
+    assert sn["aggregates"] > 0 and sn["captured_bytes_left_out"] > 0
+    assert f"{sn['captured_bytes_left_out']} captured bytes".encode() in p.stderr
+    p = run_cli("split", "--restore", "--stats", tmp_path / "r.json", m, tmp_path / "r.pcapng",
+                check=0)
+    r = json.loads((tmp_path / "r.json").read_text())["restore"]
+    assert r["restored"] == 0 and r["unrecorded"] == sn["aggregates"]
+    assert f"{sn['aggregates']} aggregates carry no restore record".encode() in p.stderr

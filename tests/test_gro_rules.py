@@ -988,6 +988,9 @@ def test_snaplen_cut_uses_orig_len_and_keeps_contiguous_bytes():
     assert eng.stats.csum["skipped_truncated"] == 1
     assert eng.stats.csum["verified"] == 2
     check_reasons(eng, {Flush.END_OF_INPUT: 1})
+    # what the aggregate could not carry is counted, never silent: s2's 1000
+    assert eng.stats.to_dict()["snaplen"] == {"aggregates": 1, "captured_bytes_left_out": 1000}
+    assert any("1000 captured bytes" in ln for ln in eng.stats.table())
 
 
 def test_snaplen_cut_lengths_from_orig_len():
@@ -1002,6 +1005,15 @@ def test_snaplen_cut_lengths_from_orig_len():
     assert out[0].data[54:] == pk[0].data[54:96]
     assert parse(out[0]).tot_len == 3040
     assert eng.stats.csum["skipped_truncated"] == 3
+    assert eng.stats.to_dict()["snaplen"] == {"aggregates": 1,
+                                              "captured_bytes_left_out": 2 * (96 - 54)}
+
+
+def test_snaplen_nothing_left_out_when_uncut():
+    f = Flow(4)
+    P, out, eng = run([f.pkt(i * 1000, 1000) for i in range(3)])
+    assert eng.stats.to_dict()["snaplen"] == {"aggregates": 0, "captured_bytes_left_out": 0}
+    assert not any("snaplen" in ln for ln in eng.stats.table())
 
 
 # =============================================================== link layer

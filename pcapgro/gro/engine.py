@@ -1099,6 +1099,8 @@ class GROEngine:
             pseudo = (ones_sum(d[l3off + 8:l3off + 40]) + head.proto
                       + (l4len >> 16) + (l4len & 0xFFFF))
         payloads, plens, cut = _payloads(agg)
+        if cut:
+            self.stats.note_cut(_left_out(agg, len(plens)))
         if self.cfg.csum == "kernel" or cut:
             if not agg.flist:
                 c = fold(pseudo)
@@ -1296,6 +1298,22 @@ def _payloads(agg):
         if len(d) < p.orig_len:
             return out, lens, True
     return out, lens, False
+
+
+def _left_out(agg, n):
+    """Captured payload bytes (int) of the entries of ``agg.pkts`` from
+    index ``n`` on: those after a segment cut by the snaplen, which the
+    written aggregate leaves out (see :func:`_payloads`)."""
+    left = 0
+    for p, o in zip(agg.pkts[n:], agg.pays[n:]):
+        t = type(p)
+        if t is tuple:
+            left += len(p[1]) * p[5]
+        elif t is bytes:
+            left += len(p)
+        else:
+            left += len(p.data) - o
+    return left
 
 
 def _payload_sum(payloads):

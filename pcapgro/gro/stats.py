@@ -20,6 +20,10 @@ class GROStats:
         hist:        Counter segments-per-aggregate -> aggregates.
         csum:        Counter: verified, bad, seed (pseudo-header seed trusted),
                      skipped_truncated, skipped_l3_flush, skipped_disabled.
+        cut_aggregates: aggregates holding a segment cut by the snaplen
+                     (written with the payload contiguous from the start).
+        cut_bytes_left_out: captured payload bytes of segments after the
+                     first cut one in such aggregates, not in the output.
         by_kind, segments_by_kind: Counter protocol and mode ('tcp',
                      'tcp_fraglist', 'udp', 'udp_fraglist') -> aggregates /
                      segments in them.
@@ -36,6 +40,14 @@ class GROStats:
         self.csum = Counter()
         self.by_kind = Counter()
         self.segments_by_kind = Counter()
+        self.cut_aggregates = 0
+        self.cut_bytes_left_out = 0
+
+    def note_cut(self, left_out):
+        """One aggregate written with a segment cut by the snaplen;
+        ``left_out`` captured payload bytes (int) could not be carried."""
+        self.cut_aggregates += 1
+        self.cut_bytes_left_out += left_out
 
     def to_dict(self):
         """The statistics as a JSON-ready dict (schema in README, "gro")."""
@@ -56,6 +68,8 @@ class GROStats:
             "checksums": dict(sorted(self.csum.items())),
             "by_kind": {k: {"aggregates": v, "segments": self.segments_by_kind[k]}
                         for k, v in sorted(self.by_kind.items())},
+            "snaplen": {"aggregates": self.cut_aggregates,
+                        "captured_bytes_left_out": self.cut_bytes_left_out},
         }
 
     def table(self):
@@ -80,6 +94,11 @@ class GROStats:
         if d["checksums"]:
             lines.append("  checksums:         " + ", ".join(
                 f"{k} {v}" for k, v in d["checksums"].items()))
+        if self.cut_aggregates:
+            lines.append(f"  snaplen:           {self.cut_aggregates} aggregates hold segments "
+                         f"cut by the snaplen: they carry the payload contiguous from their "
+                         f"start; {self.cut_bytes_left_out} captured bytes of later segments "
+                         f"are not in OUT")
         if spa["histogram"]:
             lines.append("  segments/aggregate: " + " ".join(
                 f"{k}:{v}" for k, v in spa["histogram"].items()))
