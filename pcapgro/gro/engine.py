@@ -1136,11 +1136,7 @@ class GROEngine:
             comments.append(f"pcapgro: GRO aggregate ({kind}{'TCP' if tcp else 'UDP'}) of "
                             f"{agg.count} segments, gso_size {agg.mss}")
             if not cut:
-                for k in range(len(agg.pkts) - 1, 0, -1):
-                    if type(agg.pkts[k]) is tuple:
-                        self._expand_run(agg, k)
-                comments.append(restore.encode(hdr, agg.pkts, agg.pays, agg.idxs,
-                                               old.flags if old is not None else None))
+                comments.append(_restore_record(hdr, agg, old.flags if old is not None else None))
             flags = (old.flags or 0) if old is not None else 0
             meta = PacketMeta(block=old.block if old is not None else BLOCK_EPB,
                               comments=comments, flags=flags | EPB_FLAG_TSO,
@@ -1298,6 +1294,34 @@ def _payloads(agg):
         if len(d) < p.orig_len:
             return out, lens, True
     return out, lens, False
+
+
+def _restore_record(hdr, agg, flags):
+    """The restore record (str) of aggregate ``agg`` written with headers
+    ``hdr``: :func:`pcapgro.restore.encode`, with run entries read from
+    their chunk in place instead of made into a Packet per record."""
+    pk, pays, idxs = agg.pkts, agg.pays, agg.idxs
+    p0 = pk[0]
+    t0, i0 = p0.ts, idxs[0]
+    hdrs, dts, lens, dis = [], [], [], []
+    for m in range(1, len(pk)):
+        e = pk[m]
+        if type(e) is tuple:
+            c, xs, ps, _, _, L = e
+            mv, off, ts = c.mv, c.off, c.ts
+            d0 = idxs[m] - xs[0] - i0
+            hdrs += [mv[off[x]:ps[x]] for x in xs]
+            dts += [ts[x] - t0 for x in xs]
+            lens += [L] * len(xs)
+            dis += [d0 + x for x in xs]
+        else:
+            d = e.data
+            o = pays[m]
+            hdrs.append(d[:o])
+            dts.append(e.ts - t0)
+            lens.append(len(d) - o)
+            dis.append(idxs[m] - i0)
+    return restore.encode_rows(hdr, p0, pays[0], i0, flags, hdrs, dts, lens, dis)
 
 
 def _left_out(agg, n):
