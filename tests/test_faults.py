@@ -471,3 +471,21 @@ def test_stdout_closed_early(cmd):
     assert "Traceback" not in err and "Exception ignored" not in err, err
     assert err == "pcapgro: error: output closed (broken pipe)\n", err
     assert proc.returncode == 2
+
+
+def test_split_mtu_below_a_flows_headers(tmp_path):
+    """The tester's case: --mtu 68 on an IPv6 TSO capture (headers 40 + 32
+    bytes) wrote 80-byte segments with exit 0; now exit 2 naming the flow
+    and the MTU that fits, and no output."""
+    src = PUBLIC / "tcpdump/gso-ipv6.pcap"
+    if not src.exists():
+        pytest.skip(f"{src} missing")
+    out = tmp_path / "o.pcap"
+    p = run_cli("split", "--mtu", "68", src, out)
+    assert p.returncode == 2, p.stderr
+    line = one_line(p)
+    assert line.startswith("pcapgro: error: TCP super-frame in flow [2604:1380:4091:ce00::b]:36539 > ")
+    assert line.endswith("do not fit --mtu 68; give --mtu 80 or more, or --mss N")
+    assert not out.exists()
+    no_partial_files(tmp_path)
+    assert run_cli("split", "-q", "--mtu", "80", src, out).returncode == 0

@@ -120,7 +120,9 @@ class GSOSplitter:
 
         Raises:
             UnusableInput: a UDP super-packet (L3 length > mtu) and no
-                ``gso_size`` (the message names the flow).
+                ``gso_size``, or a TCP super-frame cut by the MTU rule whose
+                headers and 8 bytes of payload exceed ``mtu`` (the message
+                names the flow).
             DamagedInput:  re-raised from ``events`` after everything read
                 before the damage has been yielded.
         """
@@ -167,7 +169,8 @@ class GSOSplitter:
             else the list of segment Packets.  Updates per-flow state and
             statistics.
         Raises:
-            UnusableInput: UDP super-packet without ``gso_size``.
+            UnusableInput: UDP super-packet without ``gso_size``; TCP
+                super-frame whose headers do not fit ``mtu``.
         """
         data = pkt.data
         fcs = self._fcs = self.fcs.get(pkt.iface)[0]
@@ -359,7 +362,14 @@ class GSOSplitter:
             elif fl.largest:
                 mss, src = fl.largest, SizeSource.LARGEST
             else:
-                mss = max(TCP_MIN_GSO_SIZE, cfg.mtu - len(l3.hdr) - thl)
+                mss = cfg.mtu - len(l3.hdr) - thl
+                if mss < TCP_MIN_GSO_SIZE:
+                    # segments of the smallest gso_size would exceed the MTU
+                    raise UnusableInput(
+                        f"TCP super-frame in flow {_flow_name(l3, sport, dport)}: its "
+                        f"headers ({len(l3.hdr)} bytes IP, {thl} bytes TCP) and "
+                        f"{TCP_MIN_GSO_SIZE} bytes of payload do not fit --mtu {cfg.mtu}; "
+                        f"give --mtu {len(l3.hdr) + thl + TCP_MIN_GSO_SIZE} or more, or --mss N")
                 src = SizeSource.MTU
         if P <= mss:
             if fits and P > fl.largest:
