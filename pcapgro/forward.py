@@ -52,6 +52,11 @@ running kernel, see ``docs/kernel-findings.md``):
   (ip_do_fragment: (mtu - header) & ~7 bytes per fragment, same ID, MF on
   all but the last).  Bridge: frames that do not fit are dropped, nothing
   counted as ICMP, nothing fragmented (model).
+* FCS (frames of an interface with if_fcslen, or classic pcap's link-type
+  FCS bits): every frame sent gets the FCS the egress device computes
+  (Ethernet CRC-32, :mod:`pcapgro.fcs`): a received frame's is recomputed,
+  a segment or fragment gets its own.  Other FCS kinds cannot be computed:
+  UnusableInput.
 * Timestamps: every packet made from one GRO output packet carries that
   packet's time (the aggregate's completion time), so output times are
   non-decreasing and bunched at flush times.
@@ -65,6 +70,7 @@ from dataclasses import replace
 from . import restore as _restore
 from .checksum import fold, ones_sum
 from .errors import UnusableInput
+from .fcs import ETH_FCS, InterfaceFCS, refresh_fcs, with_fcs
 from .gro import GROConfig, GROEngine
 from .gso import GSOConfig, GSOSplitter
 from .linklayer import ETH_P_IP, network_layer
@@ -286,14 +292,24 @@ class Forwarder:
         self.udp_ids = udp_ids
         self.stats = ForwardStats(self.gro.stats)
         self._splitters = {}
+        self.fcs = InterfaceFCS()
 
     # ------------------------------------------------------------------ API
 
     def process(self, events):
         """Generator: the events a capture on the egress link would show
         (non-Packet events passed through in order)."""
+        fcs = self.fcs
         for ev in self.gro.process(events):
             if type(ev) is not Packet:
+                i = fcs.event(ev)
+                if i is not None:
+                    n, lt = i
+                    if n and (n != ETH_FCS or lt != 1):
+                        raise UnusableInput(
+                            f"an interface of link type {lt} has frames ending in a "
+                            f"{n}-byte FCS, which forwarding would have to recompute: "
+                            "pcapgro computes only Ethernet's 4-byte FCS")
                 yield ev
                 continue
             yield from self._forward(ev)
@@ -464,6 +480,12 @@ class Forwarder:
                 lt, iface = (out[-1].linktype, out[-1].iface) if out else (1, 0)
             if macs is not None and lt == 1 and len(b) >= 12:
                 b[:12] = macs
+            if self.fcs.get(iface)[0]:
+                # the egress device computes the FCS of every frame it sends
+                if l3off is not None and ol - l3off <= _l3len(b, l3off, fam):
+                    b, ol = with_fcs(b, ol)      # a segment or fragment: none yet
+                else:
+                    b, ol = refresh_fcs(b, ol)   # the received frame's
             d = bytes(b)
             q = Packet(t, d, ol, iface, lt, m)
             out.append(q)

@@ -644,6 +644,20 @@ class Verdict:
         return lines
 
 
+def _check_capture(label, path):
+    """Refuse ``path`` as merge and split would (UnusableInput, exit 2):
+    opened and its header read by pcapgro's own reader, so that a
+    directory, a missing or unreadable file, an empty file or a
+    non-capture gives the same message as there, named ``label``."""
+    from .capture import open_reader_file
+    name = f"{label} {os.fspath(path)}"
+    try:
+        f = open(path, "rb", buffering=0)
+    except OSError as e:
+        raise UnusableInput(f"cannot open {name}: {e.strerror or e}") from None
+    open_reader_file(f, name).close()
+
+
 def verify(in_path, out_path, csum="valid"):
     """Compare captures IN and OUT through tshark.
 
@@ -653,15 +667,15 @@ def verify(in_path, out_path, csum="valid"):
               bad one) or 'kernel' (OUT aggregates carry the kernel's
               checksum: pseudo-header seed / first packet's).
     Returns: a :class:`Verdict`.
-    Raises: UnusableInput (no tshark, unreadable IN or OUT).
+    Raises: UnusableInput (no tshark; IN or OUT missing, a directory,
+            unreadable, empty or not a capture: as merge would say).
     """
     t0 = time.perf_counter()
     tshark = tshark_path()
     for label, p in (("IN", in_path), ("OUT", out_path)):
         if p == "-":
             raise UnusableInput(f"verify needs {label} to be a file, not standard input/output")
-        if not os.path.isfile(p):
-            raise UnusableInput(f"cannot open {label} {p}: no such file")
+        _check_capture(label, p)
     a, b = _Side("IN", in_path), _Side("OUT", out_path)
     _read_both(tshark, [a, b])
     v = Verdict(in_path, out_path, csum)

@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from builders import pcap, shb, idb, epb, spb, block, pkt
-from capture_helpers import REPO, run_cli, KERNEL
+from builders import pcap, shb, idb, epb, spb, block, opts, pkt
+from capture_helpers import REPO, run_cli, KERNEL, PUBLIC
 from pcapgro.capture import open_reader
 from pcapgro.record import Packet, Interface
 
@@ -279,6 +279,70 @@ def test_pcapng_option_past_its_block(tmp_path):
     expect_damaged(tmp_path, data, "pcapng", at, "option 1 runs past the end of its block", good)
 
 
+def _claim(b, at, n, bo="<"):
+    """Block ``b`` with the 16-bit length field at ``at`` set to ``n``."""
+    return b[:at] + struct.pack(bo + "H", n) + b[at + 2:]
+
+
+_ISB = block("<", 5, struct.pack("<III", 0, 1, 2) + opts("<", [(4, bytes(8))]))
+_NRB = block("<", 4, struct.pack("<HH", 1, 8) + b"\x0a\0\0\x01ab\0\0" + b"\0\0\0\0"
+             + opts("<", [(2, b"dns")]))
+_DSB = block("<", 0xA, struct.pack("<II", 0x544C534B, 5) + b"CLNT\n\0\0\0" + opts("<", [(1, b"hi")]))
+_SJEB = block("<", 9, b"__REALTIME_TIMESTAMP=1\nMESSAGE=x\n\n")
+
+# (bad block, problem): option lists and records of every non-packet block
+# type whose layout is known are walked as the EPB's are
+BAD_BLOCKS = [
+    (_claim(_ISB, 22, 200), "option 4 runs past the end of its block"),
+    (block("<", 5, struct.pack("<II", 0, 0)), "bad block length 20 for an interface statistics block"),
+    (_claim(_NRB, 10, 300), "name resolution record of type 1 runs past the end of its block"),
+    (_claim(_NRB, 26, 99), "option 2 runs past the end of its block"),
+    (block("<", 4, struct.pack("<HH", 1, 2) + b"\x0a\0\0\0"),
+     "name resolution record of type 1 has length 2, shorter than its 4-byte address"),
+    (block("<", 4, struct.pack("<HH", 2, 19) + bytes(16) + b"abc\0"),
+     "name resolution record of type 2 has a name not ending in NUL"),
+    (block("<", 4, b""), "bad block length 12 for a name resolution block"),
+    (_claim(_DSB, 26, 77), "option 1 runs past the end of its block"),
+    (block("<", 0xA, struct.pack("<II", 0x544C534B, 400) + b"CLNT"),
+     "decryption secrets of 400 bytes run past the end of their block"),
+    (block("<", 0xA, struct.pack("<I", 0x544C534B)), "bad block length 16 for a decryption secrets block"),
+    (block("<", 0xBAD, b""), "bad block length 12 for a custom block"),
+    (block("<", 0x40000BAD, b""), "bad block length 12 for a custom block"),
+    (block("<", 9, b"A=1\n\n"), "bad block length 20 for a systemd journal export block"),
+]
+
+
+@pytest.mark.parametrize("i", range(len(BAD_BLOCKS)))
+def test_pcapng_damaged_non_packet_block(tmp_path, i):
+    """A damaged ISB, NRB, DSB, custom or journal block is damage (exit 3),
+    as a damaged EPB is, not copied verbatim into an output tshark refuses."""
+    bad, problem = BAD_BLOCKS[i]
+    data, at, good = ng(2, bad + epb("<", 0, 10, pkt(60)))
+    expect_damaged(tmp_path, data, "pcapng", at, problem, good)
+
+
+def test_pcapng_good_non_packet_blocks_kept(tmp_path):
+    """The undamaged blocks BAD_BLOCKS are made from are copied verbatim."""
+    data, _, _ = ng(1, _ISB + _NRB + _DSB + _SJEB + epb("<", 0, 10, pkt(60)))
+    p, f, out = run_fault(tmp_path, data, "pcapng")
+    assert p.returncode == 0 and p.stderr == b""
+    assert out.read_bytes() == data
+
+
+def test_pcapng_isb_option_overrun_big_endian_public(tmp_path):
+    """The tester's case: an ISB option length of test102.pcapng (big
+    endian) overwritten with 12808."""
+    src = PUBLIC / "pcapng-test-generator/output_be/advanced/test102.pcapng"
+    if not src.exists():
+        pytest.skip(f"{src} missing")
+    data = bytearray(src.read_bytes())
+    data[1126:1128] = b"\x32\x08"
+    p, f, out = run_fault(tmp_path, bytes(data), "pcapng")
+    assert p.returncode == 3, p.stderr
+    assert one_line(p) == ("pcapgro: damaged input at byte offset 1104: "
+                           "option 2 runs past the end of its block")
+
+
 def test_pcapng_unknown_blocks_kept_not_an_error(tmp_path):
     """Unknown block types (and ISB/NRB) are copied verbatim to pcapng,
     dropped with one warning line to pcap; never an error."""
@@ -407,3 +471,21 @@ def test_stdout_closed_early(cmd):
     assert "Traceback" not in err and "Exception ignored" not in err, err
     assert err == "pcapgro: error: output closed (broken pipe)\n", err
     assert proc.returncode == 2
+
+
+def test_split_mtu_below_a_flows_headers(tmp_path):
+    """The tester's case: --mtu 68 on an IPv6 TSO capture (headers 40 + 32
+    bytes) wrote 80-byte segments with exit 0; now exit 2 naming the flow
+    and the MTU that fits, and no output."""
+    src = PUBLIC / "tcpdump/gso-ipv6.pcap"
+    if not src.exists():
+        pytest.skip(f"{src} missing")
+    out = tmp_path / "o.pcap"
+    p = run_cli("split", "--mtu", "68", src, out)
+    assert p.returncode == 2, p.stderr
+    line = one_line(p)
+    assert line.startswith("pcapgro: error: TCP super-frame in flow [2604:1380:4091:ce00::b]:36539 > ")
+    assert line.endswith("do not fit --mtu 68; give --mtu 80 or more, or --mss N")
+    assert not out.exists()
+    no_partial_files(tmp_path)
+    assert run_cli("split", "-q", "--mtu", "80", src, out).returncode == 0

@@ -238,6 +238,26 @@ def test_mss_from_mtu():
     assert st.to_dict()["size_sources"] == {"mtu": 1}
 
 
+@pytest.mark.parametrize("mtu,ok", [(68, False), (79, False), (80, True)])
+def test_mtu_too_small_for_the_headers_is_refused(mtu, ok):
+    """IPv4 20 + TCP 32 (timestamps) + 8 bytes of payload (the smallest
+    gso_size) is 60: an MTU below it cannot be met; an IPv6 flow needs 80.
+    Refused naming the flow, never segments longer than the MTU."""
+    out, _ = run([pkt(tcp4_frame(500))], mtu=68)
+    assert all(p.orig_len - 14 <= 68 for p in out) and len(out) > 1
+    frame = fix_l4(eth(ipv6(6, tcp_hdr(opts=TS_OPT) + payload(500)), et=0x86DD), 14)
+    if ok:
+        out, _ = run([pkt(frame)], mtu=mtu)
+        assert all(p.orig_len - 14 <= mtu for p in out) and len(out) > 1
+    else:
+        with pytest.raises(UnusableInput, match=rf"\[fd00::1\]:\d+ > \[fd00::2\]:\d+.*"
+                                                rf"do not fit --mtu {mtu}; give --mtu 80"):
+            run([pkt(frame)], mtu=mtu)
+    # a known MSS is not the MTU rule: --mss wins
+    out, _ = run([pkt(frame)], mtu=mtu, mss=8)
+    assert len(out) > 1
+
+
 def test_mss_option_overrides_syn():
     out, st = run([syn(1460), pkt(tcp4_frame(5000))], mss=2000)
     assert [len(tcp_fields(p)["pay"]) for p in out[1:]] == [2000, 2000, 1000]

@@ -360,6 +360,26 @@ def test_dash_refused_with_verify(tmp_path):
         assert p.stdout == b""
 
 
+def test_directory_and_empty_refused_as_merge_does(tmp_path):
+    """A directory is named as one (not 'no such file'); two empty files
+    are not 'faithful' but 'empty input', exit 2, as merge says."""
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    cases = [(["verify", tmp_path, WIRE], f"cannot open IN {tmp_path}: Is a directory"),
+             (["verify", WIRE, tmp_path], f"cannot open OUT {tmp_path}: Is a directory"),
+             (["verify", empty, empty], f"IN {empty}: empty input"),
+             (["verify", WIRE, empty], f"OUT {empty}: empty input"),
+             (["verify", tmp_path / "nope.pcap", WIRE],
+              f"cannot open IN {tmp_path / 'nope.pcap'}: No such file or directory")]
+    for args, msg in cases:
+        p = run_cli(*args)
+        assert p.returncode == 2, args
+        assert p.stderr.decode() == f"pcapgro: error: {msg}\n", args
+        assert p.stdout == b""
+    p = run_cli("merge", "-q", empty, tmp_path / "o.pcap")
+    assert p.returncode == 2 and p.stderr.decode().endswith(f"{empty}: empty input\n")
+
+
 def test_unusable_inputs(tmp_path):
     junk = tmp_path / "junk.pcap"
     junk.write_bytes(b"not a capture at all" * 10)

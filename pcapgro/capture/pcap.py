@@ -16,6 +16,15 @@ linktype.  Magics understood (both byte orders): 0xa1b2c3d4 (microsecond),
 bytes per record header -- ifindex, protocol, pkt_type -- which pcapgro does
 not keep; a warning says so).  ``thiszone`` and ``sigfigs`` are ignored (as
 libpcap does) and written as 0.
+
+The link-type field's upper bits (pcap-linktype(7), LT_FCS_DATALINK_EXT):
+bit 26 (0x04000000) says the FCS length in bits 28-31 (in 16-bit words) is
+known.  The reader gives it as the Interface's ``if_fcslen`` option (code
+13, one byte, the FCS length in bytes as Wireshark reads it), so that it
+reaches a pcapng output as an IDB option, and the writer puts an
+``if_fcslen`` of its Interface back into the field, as tcpdump keeps it.
+The frames are not changed: an FCS stays at their end.  The reserved bits
+16-25 and 27 are ignored, as readers must.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import struct
 import sys
 
 from ..errors import UnusableInput
+from ..fcs import OPT_FCSLEN, fcs_option
 from ..record import Packet, Interface, Section, Block, RawRecords
 from ._stream import ByteSource, ByteSink, FLUSH, ReaderBase, warn, _native
 
@@ -31,6 +41,7 @@ __all__ = ["PcapReader", "PcapWriter", "PCAP_MAGICS", "SNAPLEN_DEFAULT"]
 
 SNAPLEN_DEFAULT = 262144     # tcpdump's default; header snaplen is never below
 MAX_RECORD = 1 << 28         # a caplen above this is taken as damage
+LT_FCS_PRESENT = 0x04000000  # link-type field: the FCS length (bits 28-31) is known
 
 # first four bytes -> (byte order, tsresol (6 = us, 9 = ns), modified)
 PCAP_MAGICS = {
@@ -154,6 +165,8 @@ class PcapReader(ReaderBase):
         nanosecond: True for a nanosecond-magic file.
         linktype, snaplen: from the file header (linktype's upper FCS bits
                     are masked off).
+        fcs_len:    FCS length in bytes the header's link-type field gives
+                    (its bits 26 and 28-31), or None when it says nothing.
         bytes_read: bytes read from the input so far.
         packets:    packets yielded so far; ``packet_bytes``: their captured
                     bytes.
@@ -181,6 +194,8 @@ class PcapReader(ReaderBase):
         self.modified = modified
         self.snaplen = snaplen
         self.linktype = linktype & 0xFFFF     # LT_LINKTYPE: FCS and reserved bits off, as libpcap
+        # LT_FCS_LENGTH, in 16-bit words, when LT_FCS_LENGTH_PRESENT
+        self.fcs_len = (linktype >> 28) * 2 if linktype & LT_FCS_PRESENT else None
         self.version = (major, minor)
         self._pos = 24
         self.packets = 0
@@ -390,9 +405,11 @@ class PcapReader(ReaderBase):
                 raise self._truncated(src, pos, end, 16, cl)
 
     def header_events(self):
-        """``[Section, Interface]`` describing the file header."""
+        """``[Section, Interface]`` describing the file header (the FCS
+        length of the link-type field as the Interface's if_fcslen)."""
+        opts = [] if self.fcs_len is None else [(OPT_FCSLEN, bytes([self.fcs_len]))]
         return [Section(self.byteorder, [], 1, 0),
-                Interface(self.linktype, self.snaplen, 9 if self.nanosecond else 6, 0, [])]
+                Interface(self.linktype, self.snaplen, 9 if self.nanosecond else 6, 0, opts)]
 
     @staticmethod
     def _truncated(src, pos, end, hl, cl):
@@ -414,8 +431,9 @@ class PcapWriter:
         byteorder:  '<' / '>' or None = the first Section's (else native).
 
     Events: a :class:`Section` (first one sets the byte order), an
-    :class:`Interface` (first one sets the link type; a later one with a
-    different link type raises UnusableInput), :class:`Packet` (a record with
+    :class:`Interface` (first one sets the link type, and the FCS bits of
+    the link-type field from its ``if_fcslen`` option; a later one with a
+    different link type or FCS length raises UnusableInput), :class:`Packet` (a record with
     ``caplen = len(data)`` and ``orig_len``), :class:`Block` (pcap cannot hold
     it: dropped and counted).  Packet comments/flags/options are dropped and
     counted too; :meth:`close` prints ONE stderr line about what was dropped.
@@ -442,6 +460,7 @@ class PcapWriter:
         self.nanosecond = nanosecond
         self.byteorder = byteorder
         self.linktype = None
+        self._fcs = None            # FCS length in bytes (if_fcslen) or None
         self._header_snaplen = None
         self._maxlen = SNAPLEN_DEFAULT
         self._warned_big = False
@@ -466,15 +485,25 @@ class PcapWriter:
         self._pack = struct.Struct(bo + "IIII").pack
 
     def _interface(self, ev):
+        fcs = fcs_option(ev.options)
         if self.linktype is None:
             if self.nanosecond is None:
                 r = ev.tsresol
                 self.nanosecond = not ((r & 0x80 == 0 and r <= 6) or r == 0x80)
+            if fcs is not None and (fcs & 1 or fcs > 30):
+                raise UnusableInput(
+                    f"an interface's FCS length of {fcs} bytes (if_fcslen) cannot be "
+                    "written in classic pcap's link-type field; use -F pcapng")
+            self._fcs = fcs
             self._setup(ev.linktype)
         elif ev.linktype != self.linktype:
             raise UnusableInput(
                 f"input has several link types ({self.linktype}, {ev.linktype}): "
                 "classic pcap holds one; use -F pcapng")
+        elif (fcs or 0) != (self._fcs or 0):
+            raise UnusableInput(
+                "input has interfaces with different FCS lengths (if_fcslen "
+                f"{self._fcs}, {fcs}): classic pcap holds one; use -F pcapng")
         elif not self.nanosecond:
             r = ev.tsresol
             if not ((r & 0x80 == 0 and r <= 6) or r == 0x80):
@@ -486,7 +515,11 @@ class PcapWriter:
         snap = max(SNAPLEN_DEFAULT, self._maxlen)
         self._header_snaplen = snap
         magic = 0xA1B23C4D if self.nanosecond else 0xA1B2C3D4
-        return struct.pack(self.byteorder + "IHHiIII", magic, 2, 4, 0, 0, snap, self.linktype)
+        lt = self.linktype
+        if self._fcs is not None:
+            # LT_FCS_DATALINK_EXT: the length in 16-bit words, and the flag
+            lt |= (self._fcs // 2) << 28 | LT_FCS_PRESENT
+        return struct.pack(self.byteorder + "IHHiIII", magic, 2, 4, 0, 0, snap, lt)
 
     def write(self, ev):
         """Write one event (Section, Interface, Packet or Block)."""

@@ -16,7 +16,9 @@ and original length, comments, ``epb_flags``, other options raw), SPBs
 (stay SPBs, without timestamp), obsolete PBs (read, written back as EPBs,
 ``pack_flags`` -> ``epb_flags``, a non-zero drops count -> ``epb_dropcount``),
 copyable custom blocks (0x00000BAD) and every other non-packet block (NRB,
-ISB, DSB, unknown types) verbatim as :class:`~pcapgro.record.Block`.
+ISB, DSB, unknown types) verbatim as :class:`~pcapgro.record.Block`, after
+the same checks a packet block gets (block length for its type, NRB
+records, option lists: see ``_CHECK``).
 Dropped as draft §5.2 asks: do-not-copy custom blocks (0x40000BAD) and
 do-not-copy custom options (19372, 19373) of SHBs, IDBs and packet blocks.
 Timestamps of a resolution finer than 1 ns are rounded down to ns (warned).
@@ -106,6 +108,70 @@ def parse_options(buf, start, end, bo, pos=0):
     return out
 
 
+def _check_isb(buf, pos, e, bl, bo):
+    if bl < 24:
+        raise _Bad(pos, f"bad block length {bl} for an interface statistics block")
+    parse_options(buf, pos + 20, e - 4, bo, pos)
+
+
+def _check_nrb(buf, pos, e, bl, bo):
+    """Walk the records of an NRB as readers do (Wireshark refuses a record
+    past the block, an address record shorter than its address or a name
+    not ending in NUL), then its options."""
+    if bl < 16:
+        raise _Bad(pos, f"bad block length {bl} for a name resolution block")
+    hdr = struct.Struct(bo + "HH").unpack_from
+    p = pos + 8
+    end = e - 4
+    while p + 4 <= end:
+        rt, ln = hdr(buf, p)
+        p += 4
+        if rt == 0:
+            break
+        if p + ((ln + 3) & ~3) > end:
+            raise _Bad(pos, f"name resolution record of type {rt} runs past the end of its block")
+        alen = 4 if rt == 1 else 16 if rt == 2 else None
+        if alen is not None:
+            if ln < alen:
+                raise _Bad(pos, f"name resolution record of type {rt} has length {ln}, "
+                                f"shorter than its {alen}-byte address")
+            if ln > alen and buf[p + ln - 1] != 0:
+                raise _Bad(pos, f"name resolution record of type {rt} has a name "
+                                "not ending in NUL")
+        p += (ln + 3) & ~3
+    parse_options(buf, p, end, bo, pos)
+
+
+def _check_dsb(buf, pos, e, bl, bo):
+    if bl < 20:
+        raise _Bad(pos, f"bad block length {bl} for a decryption secrets block")
+    ln = struct.unpack_from(bo + "I", buf, pos + 12)[0]
+    s = pos + 16 + ((ln + 3) & ~3)
+    if s > e - 4:
+        raise _Bad(pos, f"decryption secrets of {ln} bytes run past the end of their block")
+    parse_options(buf, s, e - 4, bo, pos)
+
+
+def _check_cb(buf, pos, e, bl, bo):
+    if bl < 16:
+        raise _Bad(pos, f"bad block length {bl} for a custom block")
+
+
+def _check_sjeb(buf, pos, e, bl, bo):
+    # Wireshark refuses an entry shorter than "__REALTIME_TIMESTAMP=N\n\n"
+    if bl < 36:
+        raise _Bad(pos, f"bad block length {bl} for a systemd journal export block")
+
+
+# Non-packet blocks copied verbatim whose layout is known: checked as
+# packet blocks are (lengths, records, option lists), so that damage is
+# reported (exit 3) instead of copied into an output readers refuse.
+# Custom block data and options cannot be told apart (the layout is the
+# PEN owner's), nor can those of unknown block types: they are copied as
+# they are.
+_CHECK = {4: _check_nrb, 5: _check_isb, 9: _check_sjeb, 0xA: _check_dsb, CB_COPY: _check_cb}
+
+
 def _packet_meta(block, opts, bo):
     comments = []
     flags = None
@@ -137,7 +203,8 @@ class PcapngReader(ReaderBase):
     Raises (while iterating): UnusableInput when the file does not start
     with a valid SHB; DamagedInput(offset, problem) after yielding every
     complete block before the damage (truncated block, bad block length,
-    packet for an undefined interface, option overrun, bad later SHB).
+    packet for an undefined interface, option overrun in any block whose
+    layout is known, bad NRB record, bad later SHB).
     """
 
     format = "pcapng"
@@ -292,10 +359,11 @@ class PcapngReader(ReaderBase):
                         n0 += 1
                         nb += cl
                     elif bt == CB_NOCOPY:
-                        pass
+                        if bl < 16:
+                            raise _Bad(pos, f"bad block length {bl} for a custom block")
                     else:
-                        if bl < 12 or bl & 3:
-                            raise _Bad(pos, f"bad block length {bl} (block type 0x{bt:08x})")
+                        if bt in _CHECK:
+                            _CHECK[bt](buf, pos, e, bl, bo)
                         app(Block(bt, buf[pos + 8:e - 4]))
                     pos = e
             except _Bad as b:

@@ -26,7 +26,9 @@ class GSOConfig:
                     default 1500).  Without ``mss`` and without a SYN MSS, a
                     TCP packet is a super-frame when its L3 length > mtu; a
                     UDP packet without ``gso_size`` whose L3 length > mtu is
-                    an error (UnusableInput).
+                    an error (UnusableInput), and so is a TCP super-frame
+                    cut by this rule whose headers plus 8 bytes of payload
+                    exceed mtu.
         gso_size:   UDP datagram payload size in bytes (``--gso-size``); a
                     UDP packet is split when its payload > gso_size.  None =
                     UDP is never split.

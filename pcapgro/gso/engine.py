@@ -26,6 +26,12 @@ What a capture lacks, and how it is modelled:
   segment with the super-frame's time.  Timestamps within a split are
   non-decreasing; packets passed through keep their own.
 
+Frames that end in an FCS (the interface's if_fcslen, or classic pcap's
+link-type FCS bits): the IP lengths tell the FCS from the payload; each
+segment gets its own FCS and a completed checksum a recomputed one
+(Ethernet CRC-32, :mod:`pcapgro.fcs`); an FCS of another kind leaves the
+packet unchanged (``Pass.FCS``).
+
 Memory: one packet of lookahead (plus up to 64 non-packet events read
 after it), and per TCP flow its SYN MSS and largest segment size.
 """
@@ -34,6 +40,7 @@ import ipaddress
 import struct
 
 from ..errors import DamagedInput, UnusableInput
+from ..fcs import ETH_FCS, InterfaceFCS, refresh_fcs, with_fcs
 from ..linklayer import ETH_P_IP, network_layer
 from ..checksum import checksum, fold, ones_sum, pseudo_sum_v4, pseudo_sum_v6
 from ..record import EPB_FLAG_TSO, Packet, PacketMeta, Section
@@ -100,6 +107,8 @@ class GSOSplitter:
         self.stats = GSOStats()
         self.flows = {}          # (section, iface, src, dst, sport, dport) -> _Flow
         self.section = 0
+        self.fcs = InterfaceFCS()   # FCS length per interface (Interface events)
+        self._fcs = 0            # that of the packet being split
 
     # ------------------------------------------------------------------ API
 
@@ -111,7 +120,9 @@ class GSOSplitter:
 
         Raises:
             UnusableInput: a UDP super-packet (L3 length > mtu) and no
-                ``gso_size`` (the message names the flow).
+                ``gso_size``, or a TCP super-frame cut by the MTU rule whose
+                headers and 8 bytes of payload exceed ``mtu`` (the message
+                names the flow).
             DamagedInput:  re-raised from ``events`` after everything read
                 before the damage has been yielded.
         """
@@ -158,9 +169,11 @@ class GSOSplitter:
             else the list of segment Packets.  Updates per-flow state and
             statistics.
         Raises:
-            UnusableInput: UDP super-packet without ``gso_size``.
+            UnusableInput: UDP super-packet without ``gso_size``; TCP
+                super-frame whose headers do not fit ``mtu``.
         """
         data = pkt.data
+        fcs = self._fcs = self.fcs.get(pkt.iface)[0]
         if (self.fast_path and data[12:15] == b"\x08\x00\x45" and data[23:24] == b"\x06"
                 and pkt.linktype == 1):
             r = self._fast_small_tcp4(pkt, data)
@@ -170,10 +183,12 @@ class GSOSplitter:
         l3off, et, _ = network_layer(pkt.linktype, data)
         if l3off is None:
             return self._pass(pkt, Pass.NOT_IP)
+        # the FCS is not part of the datagram (IPv4 total length 0 and IPv6
+        # payload length 0 run to the end of the frame)
         if et == ETH_P_IP:
-            l3 = ipv4.parse(data, l3off, pkt.orig_len)
+            l3 = ipv4.parse(data, l3off, pkt.orig_len - fcs)
         else:
-            l3 = ipv6.parse(data, l3off, pkt.orig_len)
+            l3 = ipv6.parse(data, l3off, pkt.orig_len - fcs)
         if type(l3) is Pass:
             return self._pass(pkt, l3)
         proto = l3.proto
@@ -188,10 +203,12 @@ class GSOSplitter:
     # ------------------------------------------------------------ internals
 
     def _drain(self, pending):
+        fcs = self.fcs
         for ev in pending:
             if type(ev) is Section:
                 self.section += 1
                 self.flows.clear()
+            fcs.event(ev)
             yield ev
         pending.clear()
 
@@ -205,7 +222,7 @@ class GSOSplitter:
         (flow state, statistics, seed completion) and return ``[packet]``;
         otherwise return None having changed nothing."""
         n = len(d)
-        if n < 54:
+        if n < 54 or self._fcs:
             return None
         tot, frag = _v4_len_frag(d, 16)
         cfg = self.cfg
@@ -294,11 +311,16 @@ class GSOSplitter:
             c = 0xFFFF
         if c == field:
             return [pkt]
+        ol = pkt.orig_len
+        if self._fcs and (self._fcs != ETH_FCS or pkt.linktype != 1):
+            return [pkt]                # an FCS not recomputed: left as it is
         d = bytearray(data)
         d[coff] = c >> 8
         d[coff + 1] = c & 0xFF
+        if self._fcs:
+            d, ol = refresh_fcs(d, ol)
         self.stats.csum["completed"] += 1
-        return [Packet(pkt.ts, bytes(d), pkt.orig_len, pkt.iface, pkt.linktype, pkt.meta)]
+        return [Packet(pkt.ts, bytes(d), ol, pkt.iface, pkt.linktype, pkt.meta)]
 
     def _tcp(self, pkt, l3, next_ts):
         """tcp_gso_segment: choose gso_size for the flow, decide, cut."""
@@ -340,7 +362,14 @@ class GSOSplitter:
             elif fl.largest:
                 mss, src = fl.largest, SizeSource.LARGEST
             else:
-                mss = max(TCP_MIN_GSO_SIZE, cfg.mtu - len(l3.hdr) - thl)
+                mss = cfg.mtu - len(l3.hdr) - thl
+                if mss < TCP_MIN_GSO_SIZE:
+                    # segments of the smallest gso_size would exceed the MTU
+                    raise UnusableInput(
+                        f"TCP super-frame in flow {_flow_name(l3, sport, dport)}: its "
+                        f"headers ({len(l3.hdr)} bytes IP, {thl} bytes TCP) and "
+                        f"{TCP_MIN_GSO_SIZE} bytes of payload do not fit --mtu {cfg.mtu}; "
+                        f"give --mtu {len(l3.hdr) + thl + TCP_MIN_GSO_SIZE} or more, or --mss N")
                 src = SizeSource.MTU
         if P <= mss:
             if fits and P > fl.largest:
@@ -348,6 +377,8 @@ class GSOSplitter:
             return self._small(pkt, l3, 6)
         if flags & _SYN_RST:
             return self._pass(pkt, Pass.FLAGS)
+        if self._fcs and (self._fcs != ETH_FCS or pkt.linktype != 1):
+            return self._pass(pkt, Pass.FCS)
         res = tcp.segment(data, l3, thl, mss, cfg.fixed_id)
         if res is None:
             return self._pass(pkt, Pass.SEGMENT_TOO_BIG)
@@ -379,6 +410,8 @@ class GSOSplitter:
             return self._small(pkt, l3, 17)
         if P <= g:
             return self._small(pkt, l3, 17)
+        if self._fcs and (self._fcs != ETH_FCS or pkt.linktype != 1):
+            return self._pass(pkt, Pass.FCS)
         res = udp.segment(data, l3, g)
         if res is None:
             return self._pass(pkt, Pass.SEGMENT_TOO_BIG)
@@ -421,7 +454,11 @@ class GSOSplitter:
         lt = pkt.linktype
         out = []
         append = out.append
+        fcs = self._fcs
         for k, (d, ol, ok) in enumerate(frames):
+            if fcs:
+                # each segment on the wire has its own FCS
+                d, ol = with_fcs(d, ol)
             m = None
             if meta is not None:
                 flags = meta.flags

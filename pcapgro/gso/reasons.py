@@ -28,6 +28,9 @@ class Pass(str, enum.Enum):
                                    # tunnel GSO is not emulated, written unchanged
     FLAGS = "flags"                # TCP super-frame with SYN or RST: not segmented
     SEGMENT_TOO_BIG = "segment_too_big"  # a segment would not fit the IP length field
+    FCS = "fcs"                    # super-frame or seed ending in an FCS that is not
+                                   # Ethernet's 4-byte CRC-32: not recomputed, so
+                                   # written unchanged
 
 
 class SizeSource(str, enum.Enum):
