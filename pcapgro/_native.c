@@ -269,14 +269,14 @@ static uint8_t *out_record(Engine *e, int64_t ts, uint32_t n)
     return r + 16;
 }
 
-/* hand a packet up unchanged (GRO_NORMAL), stamped no earlier than the
- * last packet written */
+/* hand a packet up unchanged (GRO_NORMAL) at its own time, even when that
+ * is earlier than a packet written before it (last_out_ts: the latest time
+ * written, raised to ts if later) */
 static void pass_up(Engine *e, int reason, const uint8_t *f, uint32_t n, int64_t ts)
 {
     e->pass[reason]++;
-    if (ts < e->last_out_ts)
-        ts = e->last_out_ts;
-    e->last_out_ts = ts;
+    if (ts > e->last_out_ts)
+        e->last_out_ts = ts;
     uint8_t *d = out_record(e, ts, n);
     if (d)
         memcpy(d, f, n);
@@ -298,7 +298,8 @@ static void bucket_remove(Engine *e, int slot)
     }
 }
 
-/* gro_complete + napi_gro_complete: hand a held packet up at time t */
+/* gro_complete + napi_gro_complete: hand a held packet up at time t, or at
+ * last_out_ts (the latest time written) if t is earlier */
 static void complete(Engine *e, int slot, int reason, int64_t t)
 {
     Agg *a = &e->aggs[slot];

@@ -58,8 +58,9 @@ running kernel, see ``docs/kernel-findings.md``):
   a segment or fragment gets its own.  Other FCS kinds cannot be computed:
   UnusableInput.
 * Timestamps: every packet made from one GRO output packet carries that
-  packet's time (the aggregate's completion time), so output times are
-  non-decreasing and bunched at flush times.
+  packet's time (a passed packet's own time, an aggregate's completion
+  time: see :mod:`pcapgro.gro.engine`), so output times are bunched at
+  flush times and non-decreasing unless the input's are not.
 
 Memory: what GRO holds (<= 64 aggregates) plus one aggregate's segments.
 """

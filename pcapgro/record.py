@@ -160,7 +160,8 @@ class RawRecords:
         data:   the records (bytes-like: a bytearray from the loop).
         n:      how many records.
         maxcap: the largest captured length among them, bytes.
-        ts:     the last record's time, int ns.
+        ts:     the latest time written up to and including them (the GRO
+                engine's ``last_out_ts``), int ns.
     """
 
     __slots__ = ("data", "n", "maxcap", "ts")

@@ -8,7 +8,8 @@ loop and once without (``GROConfig(compiled=False)``), and once more
 through the general path alone.  The traffic exercises every rule the
 loop implements (flag word, CWR, ack, options, TTL/TOS/DF, IPv4 ID
 modes, mss, sequence gaps, size limit, final flags, pure ACKs, bucket
-overflow, poll gaps, time going backwards) and every way it hands over to
+overflow, poll gaps, time going backwards, by microseconds or seconds, with
+passed packets then keeping their earlier times) and every way it hands over to
 the Python engine mid-chunk and mid-aggregate (IPv6, VLAN, UDP, bad or
 seed checksums, IPv4 options, fragments, Ethernet padding, snaplen cuts),
 with chunks small enough that aggregates cross chunk boundaries.
@@ -28,7 +29,7 @@ from pcapgro.capture.pcap import PcapReader, PcapWriter
 from pcapgro.gro import GROConfig, GROEngine, cfast
 from pcapgro.record import Interface, Packet, Section
 
-from pktbuild import ACK, CWR, FIN, PSH, RST, SYN, URG, Flow, ts_option
+from pktbuild import ACK, CWR, FIN, PSH, RST, SYN, URG, Flow, parse, ts_option
 from test_gro_plan import traffic
 
 pytestmark = pytest.mark.skipif(not cfast.available(),
@@ -38,9 +39,11 @@ US = 1000
 T0 = 1_700_000_000 * 10**9
 
 
-def rule_traffic(seed, n_flows, n_pkts, us=False):
+def rule_traffic(seed, n_flows, n_pkts, us=False, back_p=0.004, back_ns=None):
     """Interleaved bulk flows whose segments now and then break a GRO rule
-    or are something the compiled loop hands over for."""
+    or are something the compiled loop hands over for.  With probability
+    ``back_p`` time goes backwards before a packet (a pure ACK, passed:
+    often while aggregates are held), by 30 us or by one of ``back_ns``."""
     rnd = random.Random(seed)
     flows = []
     for i in range(n_flows):
@@ -62,8 +65,8 @@ def rule_traffic(seed, n_flows, n_pkts, us=False):
         r = rnd.random()
         if r < 0.004:
             ts += 3_000_000                       # a poll gap
-        elif r < 0.008:
-            ts -= 30 * US                         # time goes backwards
+        elif r < 0.004 + back_p:
+            ts -= 30 * US if back_ns is None else rnd.choice(back_ns)   # time goes back
         if r < 0.08:
             out.append(back.pkt(0, 0, ACK, ts=ts, ack_off=off))
             continue
@@ -232,6 +235,88 @@ def test_bucket_overflow_and_poll_ends():
        ci=st.integers(0, len(CONFIGS) - 1), chunk=st.sampled_from([2000, 9000, 1 << 20]))
 def test_compiled_matches_python_random(seed, n_flows, ci, chunk):
     check(rule_traffic(seed, n_flows, 600), chunk, **CONFIGS[ci])
+
+
+@pytest.mark.parametrize("ci", [0, 1, 4, 8])
+@pytest.mark.parametrize("n_flows", [1, 5])
+def test_compiled_matches_python_time_going_far_back(n_flows, ci):
+    # steps back of up to 5 s, often: the packets passed after them keep
+    # their own times (earlier than what was written), aggregates completed
+    # after them are stamped no earlier than the latest time written
+    pkts = rule_traffic(n_flows * 13 + ci, n_flows, 2500, back_p=0.04,
+                        back_ns=[40 * US, 2_000_000, 5 * 10**9])
+    assert check(pkts, 1 << 15, **CONFIGS[ci]) > 0
+    out = [p for p in PcapReader(io.BytesIO(run(_pcap(pkts), True, 1 << 15,
+                                                **CONFIGS[ci])[0]))
+           if type(p) is Packet]
+    ts = [p.ts for p in out]
+    assert ts != sorted(ts)
+    # TCP packets without payload are always passed: each keeps its time
+    def zero_payload(ps):
+        times = {}
+        for p in ps:
+            if len(p.data) == p.orig_len and parse(p).payload_len == 0:
+                times.setdefault(bytes(p.data), []).append(p.ts)
+        return times
+
+    acks = zero_payload(pkts)
+    assert sum(map(len, acks.values())) > 100
+    assert zero_payload(out) == acks
+
+
+def test_pass_after_step_back_while_held():
+    # the loop holds flow A's aggregate when a pure ACK 60 us earlier than
+    # the packet written before it arrives: the ACK keeps its time; then a
+    # UDP datagram (handed over to the Python engine) also earlier, then
+    # the aggregate completed by PSH at its time; same on every path
+    a = Flow(4, src="10.9.0.1", dst="10.9.0.2", sport=1111, dport=2222, ipid="inc")
+    b = Flow(4, src="10.9.0.2", dst="10.9.0.1", sport=2222, dport=1111, ipid="inc")
+    pre = [a.pkt(100 * k, 100, ACK, ts=T0 + k * US) for k in range(40)]
+    pre.append(a.pkt(4000, 100, ACK | PSH, ts=T0 + 40 * US))
+    t = T0 + 100 * US
+    pkts = pre + [b.pkt(0, 0, ACK, ts=t), a.pkt(4100, 100, ACK, ts=t + US),
+                  a.pkt(4200, 100, ACK, ts=t + 2 * US), b.pkt(0, 0, ACK, ts=t - 60 * US),
+                  b.udp(50, ts=t - 59 * US), b.pkt(0, 0, ACK, ts=t - 58 * US),
+                  a.pkt(4300, 100, ACK | PSH, ts=t + 3 * US)]
+    for chunk in (1 << 20, 3000):
+        assert check(pkts, chunk) > 0
+    out = [p for p in PcapReader(io.BytesIO(run(_pcap(pkts), True)[0])) if type(p) is Packet]
+    assert [p.ts - T0 for p in out[-5:]] == [100 * US, 40 * US, 41 * US, 42 * US, 103 * US]
+    assert len(out[-1].data) == 54 + 300
+
+
+def test_pcapng_second_section_earlier():
+    # a second pcapng Section whose times are 5 s before the first's: it
+    # starts afresh (no packet of it is held back to the first's times);
+    # every path writes the same
+    from pcapgro.capture.pcapng import PcapngReader, PcapngWriter
+    first = rule_traffic(5, 3, 600)
+    second = rule_traffic(6, 3, 600)
+    shift = first[-1].ts - second[0].ts + 5 * 10**9
+    for p in second:
+        p.ts -= shift
+    ng = io.BytesIO()
+    w = PcapngWriter(ng)
+    w.write_batch([Section(), Interface(1, 262144, 9)] + first
+                  + [Section(), Interface(1, 262144, 9)] + second)
+    w.close()
+    outs = []
+    for cfg in (dict(compiled=True), dict(compiled=False), dict(fast_path=False)):
+        eng = GROEngine(GROConfig(annotate=False, **cfg))
+        f = io.BytesIO()
+        w = PcapWriter(f)
+        pipeline.run(PcapngReader(io.BytesIO(ng.getvalue())), w, eng.process)
+        w.close()
+        outs.append((f.getvalue(), eng.stats.to_dict()))
+    assert outs[0] == outs[1] == outs[2]
+    out = [p for p in PcapReader(io.BytesIO(outs[0][0])) if type(p) is Packet]
+    n1 = next(i for i, p in enumerate(out) if p.ts < first[0].ts)
+    assert max(p.ts for p in out[:n1]) <= first[-1].ts
+    # the second section: exactly what it gives alone
+    eng = GROEngine(GROConfig(annotate=False))
+    alone = [p for p in eng.process([Section(), Interface(1, 262144, 9)] + second)
+             if type(p) is Packet]
+    assert [(p.ts, bytes(p.data)) for p in out[n1:]] == [(p.ts, bytes(p.data)) for p in alone]
 
 
 def test_not_used_for_pcapng_or_annotations():

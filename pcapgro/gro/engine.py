@@ -19,10 +19,13 @@ Model (a capture shows no NAPI poll boundaries, so they are modelled):
   since an older jiffy are.  With gro_flush_timeout > 0 a poll end completes
   only packets from older jiffies, and the timer completes the rest once the
   gap exceeds the timeout.
-* Timestamps: every packet written is stamped when it is handed up: the
-  arrival time of the packet whose processing completed it, the end of the
-  poll (last packet's time) or the timer's expiry.  A packet passed through
-  keeps its own time.  Output times never go backwards.
+* Timestamps: a packet passed through keeps its own time, always.  A held
+  packet (aggregate or single) is stamped when it is completed and handed
+  up: the arrival time of the packet whose processing completed it, the end
+  of the poll (last packet's time) or the timer's expiry, but never earlier
+  than any packet written before it in the same pcapng section
+  (``last_out_ts``).  So output times never go backwards unless the
+  input's do.
 """
 
 import struct
@@ -126,6 +129,8 @@ class GROEngine:
         self.flows = {}                  # flow key -> Agg
         self.buckets = [[] for _ in range(GRO_HASH_BUCKETS)]  # oldest first
         self.out = []
+        # the latest time written in this section: held packets completed
+        # are stamped no earlier (passed packets keep their own time)
         self.last_out_ts = 0
         self.jiffy_ns = 1_000_000_000 // self.cfg.hz
         self.limit = self.cfg.gro_max_size
@@ -189,6 +194,8 @@ class GROEngine:
                     if type(ev) is Section:
                         self._release()
                         self._flush_all(Flush.SECTION_END, self.last_ts or 0)
+                        # a new section's times do not depend on an earlier one's
+                        self.last_out_ts = 0
                     self.out.append(ev)
                 if run:
                     for a in range(0, len(run), _MAX_BATCH):
@@ -499,6 +506,8 @@ class GROEngine:
                     out0 += ev[i]
             else:
                 out0 += ev[0]
+            # times do not go backwards here (checked above), so what was
+            # written last is the latest
             self.last_out_ts = max(last0, out0[-1].ts)
         else:
             self.last_out_ts = last0
@@ -737,20 +746,20 @@ class GROEngine:
     # ------------------------------------------------------------- receive
 
     def _pass(self, pkt, reason):
-        """Hand a packet up unchanged (GRO_NORMAL).  When older packets are
-        held (it overtakes them) and the output is annotated, a restore
-        record with its input index lets ``split --restore`` put it back."""
+        """Hand a packet up unchanged (GRO_NORMAL), at its own time (even
+        when that is earlier than packets written before it: the input's
+        times went backwards); ``last_out_ts`` is raised to it if later.
+        When older packets are held (it overtakes them) and the output is
+        annotated, a restore record with its input index lets ``split
+        --restore`` put it back."""
         self.stats.passed[reason] += 1
         ts = pkt.ts
-        if ts < self.last_out_ts:
-            ts = self.last_out_ts
-        self.last_out_ts = ts
+        if ts > self.last_out_ts:
+            self.last_out_ts = ts
         if self.flows and self.cfg.annotate:
-            rec = f"{restore.TAG}i={self.idx} t={pkt.ts}"
+            rec = f"{restore.TAG}i={self.idx} t={ts}"
             pkt = Packet(ts, pkt.data, pkt.orig_len, pkt.iface, pkt.linktype,
                          _with_comment(pkt.meta, rec))
-        elif ts != pkt.ts:
-            pkt = Packet(ts, pkt.data, pkt.orig_len, pkt.iface, pkt.linktype, pkt.meta)
         self.out.append(pkt)
 
     def _receive(self, seg, t):
@@ -984,7 +993,8 @@ class GROEngine:
             self._flush(reason, t, old_only=False)
 
     def _complete(self, agg, reason, t):
-        """Complete a held packet (gro_complete) and hand it up at time t."""
+        """Complete a held packet (gro_complete) and hand it up at time t,
+        or at ``last_out_ts`` (the latest time written) if t is earlier."""
         agg.bucket.remove(agg)
         del self.flows[agg.key]
         agg.held = False
