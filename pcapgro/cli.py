@@ -175,10 +175,22 @@ def _clobbers(a, b):
     return same_file(a, b) and not (os.path.exists(a) and not os.path.isfile(a))
 
 
+def _stdin_is(path):
+    """Standard input is redirected from the regular file ``path``."""
+    try:
+        a, b = os.fstat(0), os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(a.st_mode) and (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 def _refuse_clobber(in_path, out_path, stats_path, out_label="OUT"):
     """Usage error (exit 2) when OUT or the ``--stats`` file would overwrite
     IN, or the ``--stats`` file is OUT (editcap and tcpdump would destroy
     the capture being read; pcapgro refuses instead)."""
+    if in_path == "-" and out_path != "-" and _stdin_is(out_path):
+        raise click.UsageError(f"{out_label} {out_path} is the file standard input reads: "
+                               "write to another file")
     if in_path is not None and _clobbers(out_path, in_path):
         raise click.UsageError(f"{out_label} {out_path} is the same file as IN: "
                                "write to another file")

@@ -120,20 +120,47 @@ def _events():
     return [Section(), Interface(1, 65535, 6), Packet(10 ** 18, pkt(60), 60)]
 
 
-def test_unwritable_directory_writes_the_file_in_place(tmp_path, monkeypatch):
-    """editcap truncates and rewrites OUT when only the file is writable."""
+def test_unwritable_directory_never_writes_in_place(tmp_path, monkeypatch):
+    """OUT is never truncated and rewritten in place: a failure or an
+    interrupt would leave half a capture where a good one was."""
     out = tmp_path / "o.pcap"
     out.write_bytes(b"old contents")
 
     def no_temp(*a, **k):
         raise PermissionError(errno.EACCES, "Permission denied")
     monkeypatch.setattr(tempfile, "mkstemp", no_temp)
-    w = open_writer(out, "pcap")
-    w.write_batch(_events())
-    w.close()
-    assert packets(out) == [(10 ** 18, pkt(60))]
     with pytest.raises(Exception, match="Permission denied"):
-        open_writer(tmp_path / "new.pcap", "pcap")
+        open_writer(out, "pcap")
+    assert out.read_bytes() == b"old contents"
+
+
+def test_write_protected_out_refused(small, tmp_path, monkeypatch):
+    """A file the user may not write is not replaced by a rename."""
+    out = tmp_path / "o.pcap"
+    out.write_bytes(b"protected")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, m, **k: False if os.fspath(p) == str(out)
+                        else real_access(p, m, **k))
+    with pytest.raises(Exception, match="Permission denied"):
+        open_writer(out, "pcap")
+    assert out.read_bytes() == b"protected"
+
+
+def test_stdin_redirected_from_out_refused(small, tmp_path):
+    out = tmp_path / "o.pcap"
+    out.write_bytes(small.read_bytes())
+    import subprocess
+    import sys
+    from capture_helpers import REPO
+    with open(out, "rb") as fh:
+        p = subprocess.run([sys.executable, "-m", "pcapgro.cli", "merge", "-q", "-", str(out)],
+                           stdin=fh, capture_output=True, cwd=REPO)
+    assert p.returncode == 2 and b"standard input reads" in p.stderr
+    assert out.read_bytes() == small.read_bytes()
+    with open(small, "rb") as fh:
+        p = subprocess.run([sys.executable, "-m", "pcapgro.cli", "merge", "-q", "-", str(out)],
+                           stdin=fh, capture_output=True, cwd=REPO)
+    assert p.returncode == 0
 
 
 def test_same_file():

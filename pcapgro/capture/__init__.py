@@ -23,7 +23,6 @@ Writers: ``write(event)``, ``write_batch(events)``, ``close()``,
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import sys
@@ -197,9 +196,11 @@ def _open_out(path):
       named pipe a reader waits on) is opened and written directly.
     * A regular file (new or existing) is written as a temp file in the same
       directory and renamed over it by ``close()``; an existing file keeps
-      its permission bits (and owner, where allowed).  When the directory is
-      not writable but the file is, the file is truncated and written in
-      place, as editcap does.
+      its permission bits (and owner, where allowed); a file the user may
+      not write is refused, as the shell and editcap refuse it.  The
+      directory must be writable: OUT is never written in place, so a
+      failure or an interrupt never leaves a half-written capture where a
+      good one was.
 
     Returns (file written: OUT with links resolved, binary file object,
     temp path or None, True when written directly).
@@ -219,17 +220,18 @@ def _open_out(path):
             return path, open(real, "wb", buffering=0), None, True
         except OSError as e:
             raise UnusableInput(f"cannot write {path}: {e.strerror or e}") from None
+    if st is not None and not os.access(real, os.W_OK):
+        # replacing it by a rename would ignore its write protection
+        raise UnusableInput(f"cannot write {path}: Permission denied")
     d = os.path.dirname(real)
     try:
         fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(real) + ".",
                                    suffix=".part")
     except OSError as e:
-        if st is not None and e.errno in (errno.EACCES, errno.EPERM):
-            try:
-                return path, open(real, "wb", buffering=0), None, True
-            except OSError as e2:
-                e = e2
-        raise UnusableInput(f"cannot write {path}: {e.strerror or e}") from None
+        # never written in place: a failure or an interrupt would leave a
+        # half-written capture where a good one was
+        raise UnusableInput(f"cannot write {path}: {e.strerror or e} (OUT is written to a "
+                            "temp file beside it, then renamed)") from None
     if st is not None:
         mode = stat.S_IMODE(st.st_mode)
         try:
