@@ -230,8 +230,7 @@ def _open_out(path):
     except OSError as e:
         # never written in place: a failure or an interrupt would leave a
         # half-written capture where a good one was
-        raise UnusableInput(f"cannot write {path}: {e.strerror or e} (OUT is written to a "
-                            "temp file beside it, then renamed)") from None
+        raise UnusableInput(f"cannot write {path}: {e.strerror or e}") from None
     if st is not None:
         mode = stat.S_IMODE(st.st_mode)
         try:
