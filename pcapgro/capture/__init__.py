@@ -132,29 +132,24 @@ def open_writer(path, fmt, nanosecond=None, byteorder=None):
     else:
         w = PcapngWriter(f, byteorder=byteorder)
 
-    if direct:
-        def on_close():
-            try:
-                f.close()
-            except BrokenPipeError:
-                raise
-            except OSError as e:
-                raise UnusableInput(f"cannot write {path}: {e.strerror or e}") from None
+    def close_quietly():
+        try:
+            f.close()
+        except OSError:
+            pass
 
-        def on_abort():
-            try:
-                f.close()
-            except OSError:
-                pass
-    elif tmp is None:
+    if tmp is None:
+        # a device, a FIFO or standard output: written directly
+        finish, where = (f.close, path) if direct else (f.flush, "output")
+
         def on_close():
             try:
-                f.flush()
+                finish()
             except BrokenPipeError:
                 raise
             except OSError as e:
-                raise UnusableInput(f"cannot write output: {e.strerror or e}") from None
-        on_abort = on_close
+                raise UnusableInput(f"cannot write {where}: {e.strerror or e}") from None
+        on_abort = close_quietly if direct else on_close
     else:
         def on_close():
             f.close()
@@ -165,10 +160,7 @@ def open_writer(path, fmt, nanosecond=None, byteorder=None):
                 raise UnusableInput(f"cannot write {path}: {e.strerror or e}") from None
 
         def on_abort():
-            try:
-                f.close()
-            except OSError:
-                pass
+            close_quietly()
             _unlink(tmp)
     w._on_close = on_close
     w._on_abort = on_abort
