@@ -6,7 +6,8 @@ for stdin/stdout; common options ``-q/--quiet``, ``-F pcap|pcapng``,
 ``--stats FILE`` (JSON, ``-`` = stdout), ``--version``, ``--help``.
 Exit status: 0 done, 1 differences found (``verify``, ``--verify``), 2
 usage error / unusable input, 3 input damaged part-way (output written up to
-the damage), 130 interrupted (partial output removed).  Never a traceback: :func:`main` turns every error into one line.
+the damage), 130 interrupted (partial output removed), 143 terminated by
+SIGTERM (partial output removed; a live capture ends normally instead).  Never a traceback: :func:`main` turns every error into one line.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import signal
 import stat
 import sys
 
@@ -23,7 +25,7 @@ from . import __version__
 from . import pipeline
 from .capture import open_reader, open_writer, format_for_path, same_file, FORMATS
 from .errors import (PcapgroError, DamagedInput, UnusableInput, EXIT_USAGE,
-                     EXIT_DAMAGED, EXIT_INTERRUPTED)
+                     EXIT_DAMAGED, EXIT_INTERRUPTED, EXIT_TERMINATED)
 
 __all__ = ["cli", "main", "run_command"]
 
@@ -31,8 +33,23 @@ __all__ = ["cli", "main", "run_command"]
 class _Exit(Exception):
     """Internal: leave with this exit status (message already printed)."""
 
-    def __init__(self, status):
+    def __init__(self, status, message="interrupted"):
         self.status = status
+        self.message = message
+
+
+class _Terminated(KeyboardInterrupt):
+    """Raised by the SIGTERM handler :func:`main` installs: handled like
+    Ctrl-C (partial output removed) but exits 143 (128 + SIGTERM), as a
+    shell reports a terminated program.  Live capture replaces the handler
+    while tcpdump runs: there SIGTERM ends the capture normally."""
+
+    status = EXIT_TERMINATED
+    message = "terminated"
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
 
 
 def _err(msg):
@@ -201,6 +218,33 @@ def _refuse_clobber(in_path, out_path, stats_path, out_label="OUT"):
                                        "write the statistics to another file")
 
 
+def _check_stats_path(stats_path):
+    """Refuse a ``--stats`` file that could not be written (UnusableInput,
+    exit 2) before any work is done: a directory, a missing directory, a
+    write-protected file or directory.  Otherwise the failure would come
+    only after OUT was written, or after verify had run."""
+    if not stats_path or stats_path == "-":
+        return
+    real = os.path.realpath(stats_path)
+    try:
+        st = os.stat(real)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise UnusableInput(f"cannot write {stats_path}: {e.strerror or e}") from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            raise UnusableInput(f"cannot write {stats_path}: Is a directory")
+        if not os.access(real, os.W_OK):
+            raise UnusableInput(f"cannot write {stats_path}: Permission denied")
+        return
+    d = os.path.dirname(real) or "."
+    if not os.path.isdir(d):
+        raise UnusableInput(f"cannot write {stats_path}: No such file or directory")
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise UnusableInput(f"cannot write {stats_path}: Permission denied")
+
+
 def run_command(in_path, out_path, quiet=False, out_format=None, stats_path=None,
                 transform=None, extra_stats=None, build=None, after=None, live=None):
     """Run one IN -> OUT job with the common options.
@@ -226,11 +270,13 @@ def run_command(in_path, out_path, quiet=False, out_format=None, stats_path=None
                      lines go to stderr after the table, its status (0/1)
                      is returned.
     Returns: the exit status (0, 1 or 3).
-    Raises: PcapgroError (exit 2), _Exit(130) on KeyboardInterrupt.
+    Raises: PcapgroError (exit 2), _Exit(130) on KeyboardInterrupt, _Exit(143)
+            on SIGTERM (OUT removed in both cases).
     """
     if stats_path == "-" and out_path == "-":
         raise click.UsageError("--stats - needs OUT to be a file (standard output is the capture)")
     _refuse_clobber(None if live is not None else in_path, out_path, stats_path)
+    _check_stats_path(stats_path)
     reader = live.start() if live is not None else open_reader(in_path)
     status = 0
     damaged = None
@@ -250,9 +296,10 @@ def run_command(in_path, out_path, quiet=False, out_format=None, stats_path=None
         except DamagedInput as e:
             damaged = e
             writer.close()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             writer.abort()
-            raise _Exit(EXIT_INTERRUPTED) from None
+            raise _Exit(getattr(e, "status", EXIT_INTERRUPTED),
+                        getattr(e, "message", "interrupted")) from None
         except BaseException:
             writer.abort()
             raise
@@ -340,6 +387,10 @@ def _verify_after(in_path, out_path, quiet, csum="valid"):
         if p == "-":
             raise click.UsageError(f"--verify needs {label} to be a file: tshark reads IN and "
                                    f"OUT after OUT is written ('-' cannot be read again)")
+        what = vf.not_a_file(p) if p is not None else None
+        if what:
+            raise click.UsageError(f"--verify needs {label} to be a regular file: tshark reads "
+                                   f"IN and OUT after OUT is written ({p} is {what})")
     vf.tshark_path()
 
     def after():
@@ -557,6 +608,7 @@ def verify_cmd(in_path, out_path, csum, as_json, stats_path, quiet, max_problems
     if stats_path and stats_path != "-" and _clobbers(stats_path, in_path):
         raise click.UsageError(f"--stats {stats_path} is the same file as IN: "
                                "write the statistics to another file")
+    _check_stats_path(stats_path)
     v = vf.verify(in_path, out_path, csum=csum)
     d = v.to_dict()
     if as_json or stats_path == "-":
@@ -578,7 +630,12 @@ def verify_cmd(in_path, out_path, csum, as_json, stats_path, quiet, max_problems
 
 def main(argv=None):
     """Console entry point: runs :data:`cli` and maps every error to one
-    stderr line and an exit status (never a traceback)."""
+    stderr line and an exit status (never a traceback).  SIGTERM is handled
+    like Ctrl-C (partial output removed), with exit status 143."""
+    try:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError):       # not the main thread
+        pass
     try:
         rv = cli.main(args=argv, prog_name="pcapgro", standalone_mode=False)
         status = rv if isinstance(rv, int) else 0
@@ -593,11 +650,11 @@ def main(argv=None):
         _err("interrupted")
         status = EXIT_INTERRUPTED
     except _Exit as e:
-        _err("interrupted")
+        _err(e.message)
         status = e.status
-    except KeyboardInterrupt:
-        _err("interrupted")
-        status = EXIT_INTERRUPTED
+    except KeyboardInterrupt as e:
+        _err(getattr(e, "message", "interrupted"))
+        status = getattr(e, "status", EXIT_INTERRUPTED)
     except (BrokenPipeError, _OutputClosed):
         _err("error: output closed (broken pipe)")
         try:

@@ -2,17 +2,21 @@
 
 Exit status (every command): 0 done; 1 differences found (verify);
 2 usage error or unusable input; 3 input damaged part-way (everything
-before the damage was written); 130 interrupted while reading a file.
+before the damage was written); 130 interrupted while reading a file;
+143 terminated by SIGTERM while reading a file (128 + 15, as a shell
+reports it; partial output removed as for 130).
 """
 
 __all__ = ["PcapgroError", "UnusableInput", "DamagedInput", "EXIT_OK",
-           "EXIT_DIFFER", "EXIT_USAGE", "EXIT_DAMAGED", "EXIT_INTERRUPTED"]
+           "EXIT_DIFFER", "EXIT_USAGE", "EXIT_DAMAGED", "EXIT_INTERRUPTED",
+           "EXIT_TERMINATED"]
 
 EXIT_OK = 0
 EXIT_DIFFER = 1
 EXIT_USAGE = 2
 EXIT_DAMAGED = 3
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 
 
 class PcapgroError(Exception):

@@ -45,6 +45,7 @@ import os
 import selectors
 import shutil
 import subprocess
+import stat
 import tempfile
 import time
 
@@ -644,6 +645,29 @@ class Verdict:
         return lines
 
 
+def not_a_file(path):
+    """What ``path`` is when it exists but is neither a regular file nor a
+    directory ('a FIFO', 'a character device', ...), else None.  verify
+    reads IN and OUT more than once (pcapgro's header check, then tshark):
+    a FIFO would hang the second reader and a device gives nothing to
+    compare, so both are refused up front (UnusableInput, exit 2)."""
+    try:
+        m = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(m) or stat.S_ISDIR(m):
+        return None
+    if stat.S_ISFIFO(m):
+        return "a FIFO"
+    if stat.S_ISCHR(m):
+        return "a character device"
+    if stat.S_ISBLK(m):
+        return "a block device"
+    if stat.S_ISSOCK(m):
+        return "a socket"
+    return "not a regular file"
+
+
 def _check_capture(label, path):
     """Refuse ``path`` as merge and split would (UnusableInput, exit 2):
     opened and its header read by pcapgro's own reader, so that a
@@ -651,6 +675,9 @@ def _check_capture(label, path):
     non-capture gives the same message as there, named ``label``."""
     from .capture import open_reader_file
     name = f"{label} {os.fspath(path)}"
+    if not_a_file(path):
+        raise UnusableInput(f"verify needs {name} to be a regular file: tshark reads it "
+                            f"after pcapgro has checked it (it is {not_a_file(path)})")
     try:
         f = open(path, "rb", buffering=0)
     except OSError as e:

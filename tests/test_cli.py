@@ -167,7 +167,12 @@ def test_snaplen_header_at_least_largest(tmp_path):
     assert struct.unpack("<I", out.read_bytes()[16:20])[0] == 262144
 
 
-def test_exit_130_on_interrupt_removes_output(tmp_path):
+@pytest.mark.parametrize("sig,status,word", [(signal.SIGINT, 130, b"interrupted"),
+                                              (signal.SIGTERM, 143, b"terminated")])
+def test_interrupt_or_sigterm_removes_output(tmp_path, sig, status, word):
+    """Ctrl-C exits 130, SIGTERM 143 (128 + 15); either way the partial OUT
+    and its hidden temp file are removed (SIGTERM used to leave the
+    ``.OUT.*.part`` file behind)."""
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     out = tmp_path / "o.pcap"
@@ -177,11 +182,12 @@ def test_exit_130_on_interrupt_removes_output(tmp_path):
         w.write(pcap([(1, 0, pkt(60), 60)] * 100))
         w.flush()
         time.sleep(1.0)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=20)
-    assert proc.returncode == 130, err
-    assert b"Traceback" not in err
+    assert proc.returncode == status, err
+    assert b"Traceback" not in err and err.strip().endswith(word)
     assert not out.exists() and not list(tmp_path.glob("*.part"))
+    assert not list(tmp_path.glob(".*"))
 
 
 def test_no_traceback_on_merge_without_engine_or_with(small, tmp_path):

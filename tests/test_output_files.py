@@ -167,3 +167,43 @@ def test_same_file():
     assert not same_file("-", "-") and not same_file("/dev/null", None)
     assert same_file("/", "/tmp/..")
     assert same_file("/nonexistent/x", "/nonexistent/./x")
+
+
+@pytest.mark.parametrize("cmd", ["merge", "split", "verify"])
+def test_bad_stats_path_refused_before_any_work(cmd, small, tmp_path):
+    """A --stats FILE that cannot be written is refused up front (exit 2,
+    one line), not after OUT was written (or verify had run)."""
+    out = tmp_path / "o.pcap"
+    if cmd == "verify":
+        run_cli("merge", "-q", "--no-gro", small, out, check=0)
+    before = out.exists()
+    for bad, why in ((tmp_path / "no" / "s.json", b"No such file or directory"),
+                     (tmp_path, b"Is a directory")):
+        p = run_cli(cmd, "-q", "--stats", bad, small, out, check=2)
+        assert why in p.stderr and b"Traceback" not in p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1
+        assert out.exists() == before
+
+
+def test_verify_refuses_fifo_and_device_without_hanging(small, tmp_path):
+    """verify reads IN and OUT twice (header check, then tshark): a FIFO
+    would hang and a device has nothing to compare; both are refused."""
+    import shutil
+    if not shutil.which("tshark"):
+        pytest.skip("needs tshark")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    null = _device(tmp_path, "null", 3)
+    import subprocess
+    import sys
+    from capture_helpers import REPO
+    for args, what in ((["verify", small, fifo], b"a FIFO"),
+                       (["verify", fifo, small], b"a FIFO"),
+                       (["verify", small, null], b"a character device"),
+                       (["merge", "-q", "--verify", small, null], b"a character device"),
+                       (["merge", "-q", "--verify", fifo, tmp_path / "o.pcap"], b"a FIFO")):
+        p = subprocess.run([sys.executable, "-m", "pcapgro.cli", *map(str, args)],
+                           capture_output=True, cwd=REPO, timeout=60)
+        assert p.returncode == 2 and what in p.stderr, (args, p.stderr)
+        assert b"Traceback" not in p.stderr
+    assert stat.S_ISCHR(os.stat(null).st_mode) and not (tmp_path / "o.pcap").exists()
