@@ -39,17 +39,31 @@ class _Exit(Exception):
 
 
 class _Terminated(KeyboardInterrupt):
-    """Raised by the SIGTERM handler :func:`main` installs: handled like
-    Ctrl-C (partial output removed) but exits 143 (128 + SIGTERM), as a
-    shell reports a terminated program.  Live capture replaces the handler
-    while tcpdump runs: there SIGTERM ends the capture normally."""
+    """Raised by the SIGTERM/SIGHUP handler :func:`main` installs: handled
+    like Ctrl-C (partial output removed) but exits 128 + the signal number
+    (143 for SIGTERM, 129 for SIGHUP), as a shell reports a program the
+    signal ended.  Live capture replaces the handler while tcpdump runs:
+    there these signals end the capture normally."""
 
-    status = EXIT_TERMINATED
-    message = "terminated"
+    def __init__(self, signum=signal.SIGTERM):
+        super().__init__()
+        self.status = EXIT_TERMINATED if signum == signal.SIGTERM else 128 + int(signum)
+        self.message = "terminated" if signum == signal.SIGTERM else "hangup"
 
 
 def _on_sigterm(signum, frame):
-    raise _Terminated()
+    raise _Terminated(signum)
+
+
+def _install_signal_handlers():
+    """SIGTERM and SIGHUP abort like Ctrl-C (:class:`_Terminated`); a
+    signal the parent ignores (``nohup``) stays ignored."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            if signal.getsignal(sig) == signal.SIG_DFL:
+                signal.signal(sig, _on_sigterm)
+        except (ValueError, OSError):       # not the main thread
+            pass
 
 
 def _err(msg):
@@ -277,6 +291,8 @@ def run_command(in_path, out_path, quiet=False, out_format=None, stats_path=None
         raise click.UsageError("--stats - needs OUT to be a file (standard output is the capture)")
     _refuse_clobber(None if live is not None else in_path, out_path, stats_path)
     _check_stats_path(stats_path)
+    if stats_path == "-" and sys.stdout is None:
+        raise UnusableInput("cannot write --stats - : standard output is closed")
     reader = live.start() if live is not None else open_reader(in_path)
     status = 0
     damaged = None
@@ -609,16 +625,22 @@ def verify_cmd(in_path, out_path, csum, as_json, stats_path, quiet, max_problems
         raise click.UsageError(f"--stats {stats_path} is the same file as IN: "
                                "write the statistics to another file")
     _check_stats_path(stats_path)
+    if sys.stdout is None and (as_json or stats_path == "-" or not quiet):
+        # -q alone may run with stdout closed: the exit status is the answer
+        raise UnusableInput("cannot write the result: standard output is closed")
     v = vf.verify(in_path, out_path, csum=csum)
     d = v.to_dict()
-    if as_json or stats_path == "-":
+    if sys.stdout is None:
+        pass
+    elif as_json or stats_path == "-":
         sys.stdout.write(json.dumps(d, indent=2) + "\n")
     elif quiet:
         if v.problems_total:
             sys.stdout.write("".join(ln + "\n" for ln in v.problem_lines(max_problems)))
     else:
         sys.stdout.write("".join(ln + "\n" for ln in v.summary_lines(max_problems)))
-    sys.stdout.flush()
+    if sys.stdout is not None:
+        sys.stdout.flush()
     if stats_path and stats_path != "-":
         try:
             with open(stats_path, "w") as fh:
@@ -628,14 +650,39 @@ def verify_cmd(in_path, out_path, csum, as_json, stats_path, quiet, max_problems
     sys.exit(v.status)
 
 
+def _fill_closed_std_fds():
+    """Started with standard input, output or error closed (``2>&-``):
+    give each closed descriptor 0-2 ``/dev/null``, so that no file opened
+    later (OUT, a temp file) lands on descriptor 1 or 2 where tshark or
+    tcpdump would write into it, and messages to a closed stderr are
+    dropped instead of failing.  ``sys.stdin``/``sys.stdout`` stay None
+    (Python's mark of a closed stream): reading ``-`` or writing ``-`` is
+    then refused with one line (exit 2)."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                n = os.open(os.devnull, os.O_RDWR)
+            except OSError:
+                return
+            if n != fd:     # a lower descriptor was free: filled on its turn
+                os.dup2(n, fd)
+                os.close(n)
+    if sys.stderr is None:
+        try:
+            sys.stderr = open(os.devnull, "w")
+        except OSError:
+            pass
+
+
 def main(argv=None):
     """Console entry point: runs :data:`cli` and maps every error to one
     stderr line and an exit status (never a traceback).  SIGTERM is handled
-    like Ctrl-C (partial output removed), with exit status 143."""
-    try:
-        signal.signal(signal.SIGTERM, _on_sigterm)
-    except (ValueError, OSError):       # not the main thread
-        pass
+    like Ctrl-C (partial output removed), with exit status 143; closed
+    standard streams are handled by :func:`_fill_closed_std_fds`."""
+    _fill_closed_std_fds()
+    _install_signal_handlers()
     try:
         rv = cli.main(args=argv, prog_name="pcapgro", standalone_mode=False)
         status = rv if isinstance(rv, int) else 0
@@ -646,9 +693,11 @@ def main(argv=None):
     except click.ClickException as e:
         e.show()
         status = e.exit_code
-    except click.exceptions.Abort:
-        _err("interrupted")
-        status = EXIT_INTERRUPTED
+    except click.exceptions.Abort as e:
+        # click turns a KeyboardInterrupt (also our _Terminated) into Abort
+        why = e.__cause__ or e.__context__
+        _err(getattr(why, "message", "interrupted"))
+        status = getattr(why, "status", EXIT_INTERRUPTED)
     except _Exit as e:
         _err(e.message)
         status = e.status
@@ -659,7 +708,7 @@ def main(argv=None):
         _err("error: output closed (broken pipe)")
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+            os.dup2(devnull, 1)
         except OSError:
             pass
         status = EXIT_USAGE

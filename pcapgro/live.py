@@ -7,7 +7,7 @@ with ``-U``, packet-buffered) and reads its standard output with the same
 reader as a file (:func:`pcapgro.capture.open_reader_file`), so a live
 capture goes through exactly the pipeline a file does.
 
-Stopping: Ctrl-C (SIGINT) or SIGTERM to pcapgro is forwarded to tcpdump,
+Stopping: Ctrl-C (SIGINT), SIGTERM or SIGHUP to pcapgro is forwarded to tcpdump,
 which ends its capture and closes the pipe; pcapgro then reads to the end,
 flushes what GRO holds, writes complete output and exits 0.  ``duration``
 stops tcpdump the same way after that many seconds.
@@ -86,9 +86,10 @@ class LiveCapture:
         t = threading.Thread(target=self._drain_stderr, daemon=True)
         t.start()
         self._stderr_thread = t
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             try:
-                self._old[sig] = signal.signal(sig, self._on_signal)
+                if signal.getsignal(sig) != signal.SIG_IGN:     # nohup: stays ignored
+                    self._old[sig] = signal.signal(sig, self._on_signal)
             except ValueError:      # not the main thread
                 pass
         if self.duration:

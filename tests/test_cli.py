@@ -165,10 +165,16 @@ def test_snaplen_header_at_least_largest(tmp_path):
     small.write_bytes(pcap([(1, 0, pkt(100), 100)], snaplen=96))
     run_cli("merge", "-q", "--no-gro", small, out, check=0)
     assert struct.unpack("<I", out.read_bytes()[16:20])[0] == 262144
+    # pcapng output warns the same way (Wireshark refuses such packets)
+    p = run_cli("merge", "-q", "--no-gro", f, tmp_path / "o.pcapng", check=0)
+    assert p.stderr.count(b"larger than 262144") == 1
+    p = run_cli("merge", "-q", "--no-gro", small, tmp_path / "s.pcapng", check=0)
+    assert b"larger than" not in p.stderr
 
 
 @pytest.mark.parametrize("sig,status,word", [(signal.SIGINT, 130, b"interrupted"),
-                                              (signal.SIGTERM, 143, b"terminated")])
+                                              (signal.SIGTERM, 143, b"terminated"),
+                                              (signal.SIGHUP, 129, b"hangup")])
 def test_interrupt_or_sigterm_removes_output(tmp_path, sig, status, word):
     """Ctrl-C exits 130, SIGTERM 143 (128 + 15); either way the partial OUT
     and its hidden temp file are removed (SIGTERM used to leave the
@@ -218,3 +224,85 @@ def test_snaplen_cut_merge_and_restore_say_what_they_leave(tmp_path):
     r = json.loads((tmp_path / "r.json").read_text())["restore"]
     assert r["restored"] == 0 and r["unrecorded"] == sn["aggregates"]
     assert f"{sn['aggregates']} aggregates carry no restore record".encode() in p.stderr
+
+
+def _sh(cmd, tmp_path):
+    """Run ``python -m pcapgro.cli`` through sh with the redirections in
+    ``cmd`` (a shell fragment after the command name)."""
+    full = f"{sys.executable} -m pcapgro.cli {cmd}"
+    return subprocess.run(["sh", "-c", full], capture_output=True, cwd=REPO, timeout=120)
+
+
+def test_closed_standard_streams(tmp_path):
+    """Started with stdin, stdout or stderr closed (``<&- >&- 2>&-``): the
+    job still runs and writes OUT (it used to fail on the closed stderr
+    with no output and exit 1); reading or writing a closed ``-`` is one
+    line and exit 2, never an internal error."""
+    src = tmp_path / "in.pcap"
+    src.write_bytes(pcap([(1, 0, pkt(60), 60), (2, 0, pkt(1514), 1514)]))
+    for redir in ("2>&-", ">&- 2>&-", "<&- >&- 2>&-", "<&-"):
+        out = tmp_path / "o.pcapng"
+        if out.exists():
+            out.unlink()
+        p = _sh(f"merge {src} {out} {redir}", tmp_path)
+        assert p.returncode == 0, (redir, p.stderr)
+        assert len([e for e in open_reader(out) if type(e) is Packet]) == 2
+        assert b"internal error" not in p.stderr
+    for cmd, word in ((f"merge -q {src} - >&-", b"standard output"),
+                      (f"merge -q - {tmp_path / 'x.pcap'} <&-", b"standard input"),
+                      (f"merge -q --stats - {src} {tmp_path / 'y.pcap'} >&-", b"standard output"),
+                      (f"split -q {src} - >&-", b"standard output")):
+        p = _sh(cmd, tmp_path)
+        assert p.returncode == 2, (cmd, p.stderr)
+        assert word in p.stderr and b"closed" in p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1 and b"internal error" not in p.stderr
+    assert not (tmp_path / "x.pcap").exists() and not (tmp_path / "y.pcap").exists()
+
+
+def test_ignored_sighup_stays_ignored(tmp_path):
+    """Under nohup (SIGHUP ignored by the parent) a hangup does not abort
+    the job: the output is complete, exit 0."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    out = tmp_path / "o.pcap"
+    proc = subprocess.Popen([sys.executable, "-m", "pcapgro.cli", "merge", "-q", "--no-gro",
+                             str(fifo), str(out)], cwd=REPO, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    with open(fifo, "wb") as w:
+        w.write(pcap([(1, 0, pkt(60), 60)] * 100))
+        w.flush()
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(0.3)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert len([e for e in open_reader(out) if type(e) is Packet]) == 100
+
+
+def test_verify_sigterm_exit_143_and_no_temp_dir(tmp_path):
+    """SIGTERM during verify (tshark running): exit 143, tshark gone, and
+    its temporary configuration directory removed (click turns the
+    interrupt into Abort; the signal's status is kept)."""
+    import shutil
+    if not shutil.which("tshark"):
+        pytest.skip("needs tshark")
+    big = tmp_path / "big.pcap"
+    big.write_bytes(pcap([(i // 1000, i % 1000, pkt(1514), 1514) for i in range(40000)]))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp))
+    proc = subprocess.Popen([sys.executable, "-m", "pcapgro.cli", "verify", str(big), str(big)],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 30
+    while not list(tmp.glob("pcapgro-verify-*")) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    if proc.poll() is not None:
+        pytest.skip("verify ended before the signal")
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    if proc.returncode == 0:
+        pytest.skip("verify ended before the signal")
+    assert proc.returncode == 143, err
+    assert err.strip().endswith(b"terminated") and b"Traceback" not in err
+    assert not list(tmp.iterdir())

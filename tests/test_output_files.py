@@ -207,3 +207,27 @@ def test_verify_refuses_fifo_and_device_without_hanging(small, tmp_path):
         assert p.returncode == 2 and what in p.stderr, (args, p.stderr)
         assert b"Traceback" not in p.stderr
     assert stat.S_ISCHR(os.stat(null).st_mode) and not (tmp_path / "o.pcap").exists()
+
+
+def test_out_through_dev_fd_links_to_pipes(small, tmp_path):
+    """``OUT=/dev/stdout`` on a pipe, or ``/dev/fd/N`` (a shell's process
+    substitution ``>(tshark -r -)``) are links to pipes: written directly,
+    not refused because realpath names no file ("pipe:[...]")."""
+    import subprocess
+    import sys
+    from capture_helpers import REPO
+    p = subprocess.run([sys.executable, "-m", "pcapgro.cli", "merge", "-q", "-F", "pcap",
+                        str(small), "/dev/stdout"], capture_output=True, cwd=REPO, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1")
+    r, w = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "pcapgro.cli", "merge", "-q", "-F", "pcap",
+                             str(small), f"/dev/fd/{w}"], pass_fds=(w,), cwd=REPO,
+                            stderr=subprocess.PIPE)
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        got = fh.read()
+    assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    assert got == p.stdout
+    p = run_cli("merge", "-q", small, "", check=2)
+    assert b"empty file name" in p.stderr

@@ -52,13 +52,15 @@ def open_reader(path):
     """
     name = "stdin" if path == "-" else os.fspath(path)
     if path == "-":
+        if sys.stdin is None:       # started with standard input closed (<&-)
+            raise UnusableInput("cannot read standard input: it is closed")
         f = sys.stdin.buffer
     else:
         try:
             f = open(path, "rb", buffering=0)
         except OSError as e:
             raise UnusableInput(f"cannot open {name}: {e.strerror or e}") from None
-    return open_reader_file(f, name, close_on_error=f is not sys.stdin.buffer)
+    return open_reader_file(f, name, close_on_error=path != "-")
 
 
 def open_reader_file(f, name, close_on_error=True):
@@ -122,6 +124,8 @@ def open_writer(path, fmt, nanosecond=None, byteorder=None):
         raise UnusableInput(f"unknown output format {fmt!r} (pcap or pcapng)")
     direct = False
     if path == "-":
+        if sys.stdout is None:      # started with standard output closed (>&-)
+            raise UnusableInput("cannot write standard output: it is closed")
         f = sys.stdout.buffer
         tmp = None
     else:
@@ -198,9 +202,10 @@ def _open_out(path):
     temp path or None, True when written directly).
     Raises UnusableInput when OUT cannot be opened.
     """
-    real = os.path.realpath(path)
+    if not os.fspath(path):
+        raise UnusableInput("cannot write '': empty file name")
     try:
-        st = os.stat(real)
+        st = os.stat(path)          # links followed
     except FileNotFoundError:
         st = None
     except OSError as e:
@@ -208,10 +213,13 @@ def _open_out(path):
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise UnusableInput(f"cannot write {path}: Is a directory")
     if st is not None and not stat.S_ISREG(st.st_mode):
+        # opened by the name given: /dev/stdout and /dev/fd/N (a shell's
+        # process substitution) are links to pipes that realpath cannot name
         try:
-            return path, open(real, "wb", buffering=0), None, True
+            return path, open(path, "wb", buffering=0), None, True
         except OSError as e:
             raise UnusableInput(f"cannot write {path}: {e.strerror or e}") from None
+    real = os.path.realpath(path)
     if st is not None and not os.access(real, os.W_OK):
         # replacing it by a rename would ignore its write protection
         raise UnusableInput(f"cannot write {path}: Permission denied")

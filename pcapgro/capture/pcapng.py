@@ -34,6 +34,10 @@ from ..record import (Packet, PacketMeta, Interface, Section, Block,
                       BLOCK_EPB, BLOCK_SPB, BLOCK_PB)
 from ._stream import ByteSource, ByteSink, FLUSH, ReaderBase, warn
 
+# Wireshark's WTAP_MAX_PACKET_SIZE_STANDARD and tcpdump's default snaplen:
+# readers refuse larger packets ("cap_len ... is larger than 262144")
+BIG_PACKET = 262144
+
 __all__ = ["PcapngReader", "PcapngWriter", "PCAPNG_MAGIC"]
 
 PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
@@ -458,6 +462,7 @@ class PcapngWriter:
         self._on_close = None
         self._on_abort = None
         self._closed = False
+        self._warned_big = False
 
     def _section(self, ev):
         bo = self.byteorder or ev.byteorder
@@ -517,6 +522,7 @@ class PcapngWriter:
         tail = self._tail if self._bo is not None else None
         n_pk = 0
         n_by = 0
+        big = 0
         for ev in events:
             if type(ev) is Packet:
                 if not ifs:
@@ -535,6 +541,8 @@ class PcapngWriter:
                                      f"section has {len(ifs)} interface(s)") from None
                 if n > snap and n > rec[2]:
                     rec[2] = n
+                if n > big:
+                    big = n
                 m = ev.meta
                 if m is None:
                     t = (ev.ts - off) // div if conv is None else conv(ev.ts)
@@ -555,6 +563,10 @@ class PcapngWriter:
                     tail = self._tail
         self.packets += n_pk
         self.packet_bytes += n_by
+        if big > BIG_PACKET and not self._warned_big:
+            self._warned_big = True
+            warn(f"a packet of {big} bytes is larger than {BIG_PACKET}: written, but "
+                 "Wireshark and libpcap-based tools (tcpdump, tcpreplay) may refuse it")
         sink.size += n_by + 32 * n_pk
         if sink.size >= FLUSH:
             sink.flush()
