@@ -271,3 +271,18 @@ def test_batches_and_iteration_agree(tmp_path):
     f = io.BytesIO(src)
     b = [e for batch in PcapReader(f, f.read(4)).batches() for e in batch]
     assert repr(a) == repr(b)
+
+
+@pytest.mark.parametrize("meta", [None, PacketMeta(comments=["c"])])
+def test_pcapng_timestamp_out_of_interface_range_is_one_line(meta):
+    """A time the interface's if_tsoffset/if_tsresol cannot hold (before the
+    offset, or beyond 64 bits of units) is UnusableInput, not a struct
+    error (fuzzing: GRO stamped a held packet of interface 0 with the later
+    time of interface 1, whose offset was 10^13 s)."""
+    for iface, ts in ((Interface(1, 0, 9, 1000, []), 10 ** 9),       # before the offset
+                      (Interface(1, 0, 9, 0, []), 1 << 65)):          # beyond 64 bits of ns
+        w = PcapngWriter(io.BytesIO())
+        w.write(Section())
+        w.write(iface)
+        with pytest.raises(UnusableInput, match="does not fit"):
+            w.write_batch([Packet(ts, pkt(60), 60, meta=meta)])

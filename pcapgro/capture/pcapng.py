@@ -514,7 +514,22 @@ class PcapngWriter:
     packet = write
 
     def write_batch(self, events):
-        """Write a sequence of events; Packets without meta take the fast path."""
+        """Write a sequence of events; Packets without meta take the fast path.
+
+        Raises:
+            UnusableInput: a packet's timestamp does not fit the 64-bit EPB
+                field in its interface's if_tsresol / if_tsoffset (before
+                the epoch of the offset, or too far after it), or a length
+                does not fit 32 bits.
+            ValueError: a packet for an interface the section lacks."""
+        try:
+            self._write_batch(events)
+        except struct.error:
+            raise UnusableInput("a timestamp or length does not fit pcapng's fields for its "
+                                "interface (if_tsresol / if_tsoffset): the time is before "
+                                "the interface's offset or too far after it") from None
+
+    def _write_batch(self, events):
         sink = self._sink
         app = sink.parts.append
         ifs = self._ifs
