@@ -141,10 +141,11 @@ class _Group(click.Group):
 def cli():
     """Rewrite packet captures the way Linux GRO (merge) and GSO (split) do.
 
-    Every command reads IN and writes OUT (pcap or pcapng; '-' for standard
-    input / output).  Exit status: 0 done, 2 usage error or unusable input,
-    3 input damaged part-way (output written up to the damage), 130
-    interrupted.
+    merge and split read IN and write OUT (pcap or pcapng; '-' for standard
+    input / output); verify reads two files.  Exit status: 0 done, 1
+    differences found (verify), 2 usage error or unusable input, 3 input
+    damaged part-way (output written up to the damage), 130 interrupted
+    (143 SIGTERM, 129 SIGHUP).
     """
 
 

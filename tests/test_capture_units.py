@@ -286,3 +286,14 @@ def test_pcapng_timestamp_out_of_interface_range_is_one_line(meta):
         w.write(iface)
         with pytest.raises(UnusableInput, match="does not fit"):
             w.write_batch([Packet(ts, pkt(60), 60, meta=meta)])
+
+
+def test_pcap_dropped_metadata_warning_counts_in_words(capsys):
+    w = PcapWriter(io.BytesIO())
+    w.write(Section())
+    w.write(Interface(1, 0, 9, 0, []))
+    w.write(Block(0xBAD, b"\0" * 4))
+    w.write(Packet(1, pkt(60), 60, meta=PacketMeta(comments=["a", "b"])))
+    w.close()
+    err = capsys.readouterr().err
+    assert "dropped 2 comments, 1 block " in err, err

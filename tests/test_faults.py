@@ -96,6 +96,8 @@ def frames(n, size=60):
     (b"\x00\x00\x00\x00" * 10, "not a pcap or pcapng file (starts with 0x00000000)"),
     (b"", "empty input"),
     (b"\xd4\xc3", "not a pcap or pcapng file"),
+    (b"\x1f\x8b\x08\x08" + b"\0" * 20, "gzip-compressed: decompress it first"),
+    (b"\xfd7zXZ\0" + b"\0" * 20, "compressed (xz, bzip2 or zstd)"),
 ])
 def test_bad_magic_and_empty(tmp_path, data, msg):
     expect_unusable(tmp_path, data, "pcap", msg)

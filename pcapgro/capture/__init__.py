@@ -84,6 +84,11 @@ def open_reader_file(f, name, close_on_error=True):
             return PcapngReader(f, head, name)
         if head in PCAP_MAGICS:
             return PcapReader(f, head, name)
+        if head[:2] == b"\x1f\x8b":
+            raise UnusableInput(f"{name}: gzip-compressed: decompress it first "
+                                f"(zcat FILE | pcapgro ... - OUT)")
+        if head[:3] in (b"\xfd7z", b"BZh", b"\x28\xb5\x2f"):
+            raise UnusableInput(f"{name}: compressed (xz, bzip2 or zstd): decompress it first")
         raise UnusableInput(f"{name}: not a pcap or pcapng file (starts with 0x{head.hex()})")
     except BaseException:
         if close_on_error:

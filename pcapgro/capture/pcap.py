@@ -556,7 +556,8 @@ class PcapWriter:
             self._loop(events)
         except struct.error:
             raise UnusableInput("a timestamp or length does not fit classic pcap's "
-                                "32-bit fields (beyond 2106-02-07?): use -F pcapng") from None
+                                "32-bit fields (a time before 1970 or after 2106-02-07?): "
+                                "use -F pcapng") from None
 
     def _loop(self, events):
         """write_batch's loop over ``events`` (after the first Packet set
@@ -677,7 +678,7 @@ class PcapWriter:
         if self._sections > 1:
             d["sections"] = self._sections - 1
         if any(d.values()):
-            what = ", ".join(f"{v} {k}" for k, v in d.items() if v)
+            what = ", ".join(f"{v} {k if v != 1 else k[:-1]}" for k, v in d.items() if v)
             warn(f"classic pcap cannot hold pcapng metadata: dropped {what} (use -F pcapng to keep them)")
         self._closed = True
         if self._on_close is not None:
