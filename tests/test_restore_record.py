@@ -107,3 +107,12 @@ def test_compiled_rows_refuse_bad_arguments():
     with pytest.raises(TypeError):
         restore_rows(b"ab", [5], [1], [3], [4])
     assert restore_rows(b"", [], [], [], []) == ""
+
+
+@settings(max_examples=300, deadline=None)
+@given(header_sets())
+def test_diff1_equals_diffs(case):
+    from pcapgro.restore import _diff1
+    ref, rows = case
+    for h in rows + [ref + b"x", ref[:-1]]:
+        assert _diff1(h, ref) == _diffs(h, ref)
