@@ -5,7 +5,7 @@ packet whose timestamp it moved) carries, besides a readable comment, a
 second ``opt_comment`` that records how to give back its original packets
 exactly::
 
-    pcapgro-restore v1 i=<n> t=<ns> f=<flags> h=<len>,<diffs> s=<di>,<dt>,<len>,<diffs>;...
+    pcapgro-restore v1 i=<n> t=<ns> f=<flags> h=<len>,<diffs> s=<di>,<dt>,<len>,<diffs>;... m=<row>:<items>;...
 
 * ``i``: the first packet's input index (0-based packet number), ``t``
   its original timestamp (ns since the epoch), ``f`` (optional) its
@@ -20,6 +20,18 @@ exactly::
   first packet's original ones.
 * ``<diffs>``: runs ``offset:hex`` joined by ``/`` (empty when identical);
   ``*hex`` when the header lengths differ (the whole original header).
+* ``m`` (optional; absent when no further packet had any, e.g. always for
+  classic pcap input): the pcapng metadata of further packets, one entry
+  per packet that had some, ``<row>:<items>`` joined by ``;``.  ``<row>``
+  is the packet's 1-based position in ``s``; ``<items>``, joined by ``,``,
+  in this order: ``b<type>`` its block type when not an EPB (3 = SPB),
+  ``f<flags>`` its epb_flags word, ``c<text>`` each comment (UTF-8,
+  percent-encoded: every byte but ``A-Z a-z 0-9 _ . - ~`` as ``%XX``),
+  ``o<code>.<hex>`` each other option (its value as stored, in the
+  section's byte order).  The first packet's metadata is the aggregate's
+  own (its comments before pcapgro's, its options, ``f``).  Readers that
+  predate ``m`` ignore it (they give back the packets without their
+  metadata); records without ``m`` restore further packets with none.
 
 Why a comment and not a custom option: a comment is what Wireshark shows
 (``frame.comment``) and editcap keeps, it needs no IANA Private Enterprise
@@ -30,10 +42,12 @@ flags, timestamps).
 """
 
 import os
+import re
+from urllib.parse import quote, unquote_to_bytes
 
 import numpy as np
 
-from .record import EPB_FLAG_TSO, Packet, PacketMeta
+from .record import BLOCK_EPB, EPB_FLAG_TSO, Packet, PacketMeta
 
 __all__ = ["TAG", "encode", "decode", "restore", "Restorer"]
 
@@ -106,7 +120,8 @@ def encode(written_hdr, pkts, pays, idxs, flags=None):
     Args:
         written_hdr: the aggregate's headers as written (bytes).
         pkts:  the original Packets, first one first (their ``data`` from
-               offset ``pays[i]`` on is payload, all captured in full).
+               offset ``pays[i]`` on is payload, all captured in full; the
+               ``meta`` of the further ones goes into ``m=``).
         pays:  payload offset of each packet, bytes.
         idxs:  input index of each packet.
         flags: the first packet's original epb_flags, or None.
@@ -118,22 +133,102 @@ def encode(written_hdr, pkts, pays, idxs, flags=None):
                        [p.data[:o] for p, o, _ in rest],
                        [p.ts - t0 for p, _, _ in rest],
                        [len(p.data) - o for p, o, _ in rest],
-                       [i - i0 for _, _, i in rest])
+                       [i - i0 for _, _, i in rest],
+                       [(k, p.meta) for k, (p, _, _) in enumerate(rest, 1)
+                        if p.meta is not None])
 
 
-def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis):
+def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis, metas=None):
     """:func:`encode` from the first Packet ``p0`` (payload from offset
     ``pay0``, input index ``i0``) and, for each later segment, its header
     bytes (bytes or memoryview), timestamp offset from ``p0`` (ns), payload
     length (bytes) and input index offset from ``i0`` (lists, one entry per
-    segment): the engine calls it without making a Packet per segment."""
+    segment): the engine calls it without making a Packet per segment.
+    ``metas``: None or a list of ``(row, PacketMeta)`` for the later
+    segments that carry metadata, ``row`` their 1-based position in the
+    lists, ascending (the ``m=`` field; empty metadata is left out)."""
     h0 = p0.data[:pay0]
     parts = [f"{TAG}i={i0} t={p0.ts}"]
     if flags is not None:
         parts.append(f"f={flags}")
     parts.append(f"h={len(p0.data) - pay0},{_diffs(h0, written_hdr)}")
     parts.append("s=" + _rows(h0, hdrs, dts, lens, dis))
+    if metas:
+        m = []
+        for row, meta in metas:
+            items = _meta_items(meta)
+            if items:
+                m.append(f"{row}:{items}")
+        if m:
+            parts.append("m=" + ";".join(m))
     return " ".join(parts)
+
+
+_DIGITS = re.compile(r"[0-9]+")
+_HEXDIGITS = re.compile(r"(?:[0-9a-f][0-9a-f])*")
+
+
+def _uint(v, limit):
+    """``v`` (str of ASCII digits) as an int below ``limit``.
+
+    Raises:
+        ValueError: anything else (sign, spaces, other digits, too large)."""
+    if not _DIGITS.fullmatch(v) or int(v) >= limit:
+        raise ValueError(f"bad number {v[:40]!r}")
+    return int(v)
+
+
+def _hex(v, empty=False):
+    """``v`` (lowercase hex, even length; empty only when ``empty``) as bytes.
+
+    Raises:
+        ValueError: anything else."""
+    if not _HEXDIGITS.fullmatch(v) or not (v or empty):
+        raise ValueError(f"bad hex {v[:40]!r}")
+    return bytes.fromhex(v)
+
+
+def _meta_items(meta):
+    """The ``m=`` items (str) of one packet's PacketMeta: ``b<type>``,
+    ``f<flags>``, ``c<percent-encoded comment>``..., ``o<code>.<hex>``...
+    joined by ',' ('' when it carries nothing)."""
+    items = []
+    if meta.block != BLOCK_EPB:
+        items.append(f"b{meta.block}")
+    if meta.flags is not None:
+        items.append(f"f{meta.flags}")
+    for c in meta.comments:
+        items.append("c" + quote(c.encode("utf-8", "surrogateescape"), safe=""))
+    for code, v in meta.options:
+        items.append(f"o{code}.{bytes(v).hex()}")
+    return ",".join(items)
+
+
+def _meta_decode(items):
+    """PacketMeta from :func:`_meta_items` output.
+
+    Raises:
+        ValueError: an item that :func:`_meta_items` cannot have written."""
+    block, flags, comments, options = BLOCK_EPB, None, [], []
+    for it in items.split(","):
+        k, v = it[:1], it[1:]
+        if k == "b":
+            block = _uint(v, 1 << 32)
+        elif k == "f":
+            flags = _uint(v, 1 << 32)
+        elif k == "c":
+            b = unquote_to_bytes(v)
+            if quote(b, safe="") != v:
+                raise ValueError(f"bad comment encoding {v[:40]!r}")
+            comments.append(b.decode("utf-8", "surrogateescape"))
+        elif k == "o":
+            code, dot, hx = v.partition(".")
+            if not dot:
+                raise ValueError(f"bad option item {it[:40]!r}")
+            options.append((_uint(code, 1 << 16), _hex(hx, empty=True)))
+        else:
+            raise ValueError(f"bad metadata item {it[:40]!r}")
+    return PacketMeta(block=block, comments=comments, flags=flags, options=options)
 
 
 def _rows_py(h0, hdrs, dts, lens, dis):
@@ -167,13 +262,14 @@ _rows = _pick_rows()
 def decode(text):
     """Parse a restore record.  Returns a dict with ``i`` (int), ``t``
     (int ns), ``f`` (int or None), ``h`` ((len, diffs) or None for a
-    single packet), ``s`` (list of (di, dt, len, diffs)).
+    single packet), ``s`` (list of (di, dt, len, diffs)), ``m`` (list of
+    (row, PacketMeta), rows ascending, 1-based into ``s``).
 
     Raises:
         ValueError: ``text`` is not a valid record."""
     if not text.startswith(TAG):
         raise ValueError("not a pcapgro restore record")
-    out = {"f": None, "h": None, "s": []}
+    out = {"f": None, "h": None, "s": [], "m": []}
     for field in text[len(TAG):].split(" "):
         k, _, v = field.partition("=")
         if k == "i":
@@ -189,8 +285,19 @@ def decode(text):
             for item in filter(None, v.split(";")):
                 di, dt, n, d = item.split(",", 3)
                 out["s"].append((int(di), int(dt), int(n), d))
+        elif k == "m":
+            last = 0
+            for item in v.split(";"):
+                row, colon, items = item.partition(":")
+                row = _uint(row, 1 << 32)
+                if not colon or row <= last:
+                    raise ValueError(f"bad metadata entry {item[:40]!r}")
+                last = row
+                out["m"].append((row, _meta_decode(items)))
     if "t" not in out or "i" not in out:
         raise ValueError("incomplete pcapgro restore record")
+    if out["m"] and out["m"][-1][0] > len(out["s"]):
+        raise ValueError("metadata for a packet the record does not have")
     return out
 
 
@@ -247,10 +354,12 @@ def restore(pkt):
     i0, t0 = r["i"], r["t"]
     p0data = h0 + data[hlen:pos]
     out = [(i0, Packet(t0, p0data, len(p0data), pkt.iface, pkt.linktype, m0))]
-    for di, dt, n, d in r["s"]:
+    metas = dict(r["m"])
+    for row, (di, dt, n, d) in enumerate(r["s"], 1):
         b = _apply(h0, d) + data[pos:pos + n]
         pos += n
-        out.append((i0 + di, Packet(t0 + dt, b, len(b), pkt.iface, pkt.linktype, None)))
+        out.append((i0 + di, Packet(t0 + dt, b, len(b), pkt.iface, pkt.linktype,
+                                    metas.get(row))))
     if pos != len(data):
         raise ValueError("restore record does not fit the packet")
     return out

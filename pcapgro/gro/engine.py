@@ -1309,11 +1309,14 @@ def _payloads(agg):
 def _restore_record(hdr, agg, flags):
     """The restore record (str) of aggregate ``agg`` written with headers
     ``hdr``: :func:`pcapgro.restore.encode`, with run entries read from
-    their chunk in place instead of made into a Packet per record."""
+    their chunk in place instead of made into a Packet per record (run
+    entries come from classic pcap chunks: no metadata; a later segment's
+    PacketMeta goes into the record's ``m=`` field)."""
     pk, pays, idxs = agg.pkts, agg.pays, agg.idxs
     p0 = pk[0]
     t0, i0 = p0.ts, idxs[0]
     hdrs, dts, lens, dis = [], [], [], []
+    metas = None                 # (row, PacketMeta) of segments that have some
     for m in range(1, len(pk)):
         e = pk[m]
         if type(e) is tuple:
@@ -1331,7 +1334,11 @@ def _restore_record(hdr, agg, flags):
             dts.append(e.ts - t0)
             lens.append(len(d) - o)
             dis.append(idxs[m] - i0)
-    return restore.encode_rows(hdr, p0, pays[0], i0, flags, hdrs, dts, lens, dis)
+            if e.meta is not None:
+                if metas is None:
+                    metas = []
+                metas.append((len(hdrs), e.meta))
+    return restore.encode_rows(hdr, p0, pays[0], i0, flags, hdrs, dts, lens, dis, metas)
 
 
 def _left_out(agg, n):
