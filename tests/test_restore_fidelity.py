@@ -96,3 +96,130 @@ def test_records_without_metadata_stay_as_before(tmp_path):
     assert not any(" m=" in c for p in packets(m) if p.meta for c in p.meta.comments)
     run_cli("split", "-q", "--restore", m, r, check=0)
     assert r.read_bytes()[24:] == SAMPLE.read_bytes()[24:]
+
+
+# --- 2: a record that does not fit its packet is never applied -------------
+
+def merged(tmp_path):
+    """The sample merged to pcapng (path), and its events."""
+    m = tmp_path / "m.pcapng"
+    run_cli("merge", "-q", SAMPLE, m, check=0)
+    return m, events(m)
+
+
+def record_of(p):
+    for c in (p.meta.comments if p.meta else ()):
+        if c.startswith("pcapgro-restore v1 ") and " h=" in c:
+            return c
+    return None
+
+
+def restore_stats(tmp_path, evs, name):
+    """split --restore of ``evs`` written as pcapng: (stats, stderr,
+    restored packets)."""
+    src, out, js = tmp_path / f"{name}.pcapng", tmp_path / f"{name}-r.pcapng", tmp_path / f"{name}.json"
+    write(src, evs)
+    p = run_cli("split", "--restore", "--stats", js, src, out, check=0)
+    err = p.stderr.decode()
+    assert "Traceback" not in err and "error" not in err, err
+    return json.loads(js.read_text())["restore"], err, packets(out)
+
+
+def expected_order(full, edited):
+    """What restoring ``edited`` (merge output whose aggregates in it do not
+    fit their records any more) must give: the original packets, each
+    unfit aggregate unchanged in the place of its first segment."""
+    from pcapgro.restore import decode
+    out = {}
+    skip = set()
+    for p in edited:
+        rec = record_of(p)
+        if rec is not None:
+            r = decode(rec)
+            out[r["i"]] = p
+            skip.update(r["i"] + s[0] for s in r["s"])
+    return [out.get(k, q) for k, q in enumerate(full) if k not in skip]
+
+
+@pytest.mark.parametrize("edit", ["snaplen", "chop"])
+def test_edited_aggregates_pass_unchanged_and_are_counted(tmp_path, edit):
+    """editcap -s 200 (captured < original length) and editcap -C -4 (4
+    bytes chopped off the end): the aggregates' records no longer fit, so
+    they are not applied: those packets pass unchanged in their place,
+    counted, one line on stderr, exit 0, nothing dropped."""
+    m, evs = merged(tmp_path)
+    full = packets(SAMPLE)
+    n_agg = 0
+    for e in evs:
+        if type(e) is Packet and record_of(e) is not None:
+            n_agg += 1
+            if edit == "snaplen":
+                e.data = e.data[:200]
+            else:
+                e.data, e.orig_len = e.data[:-4], e.orig_len - 4
+    st, err, got = restore_stats(tmp_path, evs, edit)
+    assert n_agg and st["unfit"] == n_agg and st["restored"] == 0
+    assert f"{n_agg} restore records do not fit their packet" in err
+    edited = [e for e in evs if type(e) is Packet]
+    assert [(p.ts, bytes(p.data)) for p in got] == \
+        [(p.ts, bytes(p.data)) for p in expected_order(full, edited)]
+
+
+def _tamper(rec, how):
+    head, _, rows = rec.partition(" s=")
+    rows, _, meta = rows.partition(" m=")
+    first, _, rest = rows.partition(";")
+    di, dt, n, d = first.split(",", 3)
+    if how == "bad hex":
+        return rec.replace(" h=1448,", " h=1448,0:zz/", 1)
+    if how == "odd hex":
+        return rec.replace(" h=1448,", " h=1448,0:abc/", 1)
+    if how == "upper hex":
+        return rec.replace(" h=1448,", " h=1448,0:AB/", 1)
+    if how == "diff past header":
+        return rec.replace(" h=1448,", " h=1448,4000:00/", 1)
+    if how == "bad int":
+        return rec.replace(" t=", " t=1x", 1)
+    if how == "signed int":
+        return rec.replace(" i=", " i=+", 1)
+    if how == "unicode digits":
+        return rec.replace(" h=1448,", " h=١٤٤٨,", 1)
+    if how == "negative index":
+        return f"{head} s=-{di},{dt},{n},{d};{rest}"
+    if how == "duplicate index":
+        return f"{head} s={di},{dt},{n},{d};{first};{rest}".rstrip(";")
+    if how == "payload one short":
+        return f"{head} s={di},{dt},{int(n) - 1},{d};{rest}".rstrip(";")
+    if how == "payload one long":
+        return f"{head} s={di},{dt},{int(n) + 1},{d};{rest}".rstrip(";")
+    if how == "field twice":
+        return rec + " t=5"
+    if how == "truncated":
+        return rec[:len(rec) // 2]
+    raise AssertionError(how)
+
+
+TAMPER = ["bad hex", "odd hex", "upper hex", "diff past header", "bad int", "signed int",
+          "unicode digits", "negative index", "duplicate index", "payload one short",
+          "payload one long", "field twice", "truncated"]
+
+
+@pytest.mark.parametrize("how", TAMPER)
+def test_tampered_record_is_never_applied(tmp_path, how):
+    """A record changed by hand (bad hex, bad numbers, negative or
+    duplicate indexes, payload lengths that do not add up): the packet
+    passes unchanged and is counted; everything else is restored; no
+    Python-internal message, exit 0, nothing dropped."""
+    m, evs = merged(tmp_path)
+    victim = next(e for e in evs if type(e) is Packet and record_of(e) is not None
+                  and " h=1448," in record_of(e))
+    rec = record_of(victim)
+    victim.meta.comments[victim.meta.comments.index(rec)] = _tamper(rec, how)
+    st, err, got = restore_stats(tmp_path, evs, how.replace(" ", "_"))
+    assert st["unfit"] == 1, st
+    assert st["restored"] == sum(1 for e in evs if type(e) is Packet and record_of(e)) - 1
+    assert "1 restore records do not fit their packet" in err
+    assert sum(1 for p in got if p.data == victim.data) == 1
+    from pcapgro.restore import decode
+    segs = 1 + len(decode(rec)["s"])
+    assert len(got) == len(packets(SAMPLE)) - segs + 1
