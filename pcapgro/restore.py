@@ -394,6 +394,12 @@ def payload_offset(linktype, data):
     return off if off <= n else None
 
 
+def own_comment(c):
+    """True when comment ``c`` (str) is one pcapgro writes: an aggregate
+    note, a restore record (of any merge), a held-packet note."""
+    return c.startswith(TAG) or c.startswith(AGG_TAG) or c.startswith(MOVED_TAG)
+
+
 def _strip(meta, tso_set):
     """``meta`` without pcapgro's comments (and without the EPB flag bit 11
     pcapgro set), or None when nothing else is left."""

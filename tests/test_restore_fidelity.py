@@ -223,3 +223,29 @@ def test_tampered_record_is_never_applied(tmp_path, how):
     from pcapgro.restore import decode
     segs = 1 + len(decode(rec)["s"])
     assert len(got) == len(packets(SAMPLE)) - segs + 1
+
+
+# --- 3: split (GSO) of merge's output drops pcapgro's own annotations ------
+
+def test_gso_split_of_merged_output_drops_pcapgro_annotations(tmp_path):
+    """split cuts merge's aggregates: their pcapgro comment, restore record
+    and EPB flag bit 11 do not go onto the segments (they describe the
+    aggregate), the packet's other comments and flags stay; split --restore
+    of the result then has nothing to undo and passes everything."""
+    src, m, gs, r = (tmp_path / n for n in ("c.pcapng", "m.pcapng", "gs.pcapng", "r.pcapng"))
+    sample_pcapng(src, {10: PacketMeta(comments=["mine"], flags=0x1)})
+    run_cli("merge", "-q", src, m, check=0)
+    run_cli("split", "-q", m, gs, check=0)
+    segs = packets(gs)
+    assert len(segs) == len(packets(SAMPLE))
+    for p in segs:
+        cs = p.meta.comments if p.meta else []
+        assert not any(c.startswith("pcapgro: GRO aggregate") for c in cs)
+        assert not any(c.startswith("pcapgro-restore v1 ") and " h=" in c for c in cs)
+        assert not (p.meta and p.meta.flags and p.meta.flags & 0x800)
+    assert [p.meta.comments for p in segs if p.meta and p.meta.comments
+            and not p.meta.comments[0].startswith("pcapgro")] == [["mine"]]
+    assert next(p for p in segs if p.meta and "mine" in p.meta.comments).meta.flags == 0x1
+    p = run_cli("split", "-q", "--restore", "--stats", "-", gs, r, check=0)
+    st = json.loads(p.stdout)["restore"]
+    assert st["restored"] == 0 and st["unfit"] == 0 and st["packets"] == len(segs)
