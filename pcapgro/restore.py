@@ -33,6 +33,15 @@ exactly::
   predate ``m`` ignore it (they give back the packets without their
   metadata); records without ``m`` restore further packets with none.
 
+A capture merge already annotated (merged again): an input packet's
+comments, pcapgro's included, are part of the packet.  merge appends its
+own comments after them, and gives every packet that carries pcapgro
+comments a record (a short one when it is written unchanged in place), so
+the last pcapgro comment of a packet is always the last merge's
+(:func:`level`).  ``split --restore`` undoes that merge only: each packet
+given back keeps its own older records and comments, so a second
+``split --restore`` gives back the capture before the first merge.
+
 Why a comment and not a custom option: a comment is what Wireshark shows
 (``frame.comment``) and editcap keeps, it needs no IANA Private Enterprise
 Number, and it stays readable; custom options (2988/2989) need a PEN.  The
@@ -400,13 +409,58 @@ def own_comment(c):
     return c.startswith(TAG) or c.startswith(AGG_TAG) or c.startswith(MOVED_TAG)
 
 
+def carries_own(meta):
+    """True when ``meta`` (PacketMeta or None) holds a comment pcapgro
+    writes (the packet comes from a capture merge already annotated)."""
+    return meta is not None and any(map(own_comment, meta.comments))
+
+
+def level(comments):
+    """Which of ``comments`` (list of str) the last merge wrote:
+    ``(note, record)``, indexes into ``comments`` or None.
+
+    merge appends its comments after a packet's own ones, and gives a
+    record to every packet that already carries pcapgro comments (a merged
+    capture merged again), so the last pcapgro comment is the last merge's:
+    a record (with, just before it among pcapgro's comments, the aggregate
+    note of a full record or a held-packet note of a short one), or an
+    aggregate note alone (an aggregate without a record).  Older merges'
+    comments are part of the packet."""
+    k = len(comments) - 1
+    while k >= 0 and not own_comment(comments[k]):
+        k -= 1
+    if k < 0:
+        return None, None
+    c = comments[k]
+    if not c.startswith(TAG):
+        return (k if c.startswith(AGG_TAG) else None), None
+    note = AGG_TAG if " h=" in c else MOVED_TAG
+    j = k - 1
+    while j >= 0 and not own_comment(comments[j]):
+        j -= 1
+    return (j if j >= 0 and comments[j].startswith(note) else None), k
+
+
 def _strip(meta, tso_set):
     """``meta`` without pcapgro's comments (and without the EPB flag bit 11
     pcapgro set), or None when nothing else is left."""
     if meta is None:
         return None
-    comments = [c for c in meta.comments if not (
-        c.startswith(TAG) or c.startswith(AGG_TAG) or c.startswith(MOVED_TAG))]
+    return _without(meta, [c for c in meta.comments if not own_comment(c)], tso_set)
+
+
+def _strip_level(meta, tso_set):
+    """``meta`` without the comments the last merge wrote (:func:`level`;
+    older merges' records stay: they belong to the packet given back) and,
+    when ``tso_set``, without EPB flag bit 11; None when nothing is left."""
+    if meta is None:
+        return None
+    drop = level(meta.comments)
+    return _without(meta, [c for k, c in enumerate(meta.comments) if k not in drop],
+                    tso_set)
+
+
+def _without(meta, comments, tso_set):
     flags = meta.flags
     if tso_set and flags is not None:
         flags &= ~EPB_FLAG_TSO
@@ -434,12 +488,10 @@ def restore(pkt):
     meta = pkt.meta
     if meta is None or not meta.comments:
         return None
-    rec = None
-    for c in meta.comments:
-        if c.startswith(TAG):
-            rec = c
-    if rec is None:
+    k = level(meta.comments)[1]
+    if k is None:
         return None
+    rec = meta.comments[k]
     try:
         r = decode(rec)
     except ValueError as e:
@@ -460,7 +512,7 @@ def _restore(pkt, r):
     meta = pkt.meta
     if r["h"] is None:              # written unchanged, moved in time/order
         return [(r["i"], Packet(r["t"], pkt.data, pkt.orig_len, pkt.iface,
-                                pkt.linktype, _strip(meta, False)))]
+                                pkt.linktype, _strip_level(meta, False)))]
     data = pkt.data
     if len(data) != pkt.orig_len:
         raise ValueError(f"{len(data)} of {pkt.orig_len} bytes captured (cut by a "
@@ -475,7 +527,7 @@ def _restore(pkt, r):
                          f"packet carries {len(data) - hlen}")
     h0 = _apply(data[:hlen], d0)
     pos = hlen + n0
-    m0 = _strip(meta, True)
+    m0 = _strip_level(meta, True)
     if r["f"] is not None:
         m0 = m0 or PacketMeta()
         m0.flags = r["f"]
@@ -601,5 +653,9 @@ def _free(idxs, pending, nxt):
 
 
 def _unrecorded(meta):
-    """True when ``meta`` says merge wrote an aggregate without a record."""
-    return meta is not None and any(c.startswith(AGG_TAG) for c in meta.comments or ())
+    """True when ``meta`` says the last merge wrote an aggregate without a
+    record."""
+    if meta is None:
+        return False
+    note, rec = level(meta.comments)
+    return rec is None and note is not None

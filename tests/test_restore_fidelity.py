@@ -249,3 +249,40 @@ def test_gso_split_of_merged_output_drops_pcapgro_annotations(tmp_path):
     p = run_cli("split", "-q", "--restore", "--stats", "-", gs, r, check=0)
     st = json.loads(p.stdout)["restore"]
     assert st["restored"] == 0 and st["unfit"] == 0 and st["packets"] == len(segs)
+
+
+# --- 4: merging a merged capture, then restoring, undoes one merge ---------
+
+@pytest.mark.parametrize("first", [[], ["--poll-gap", "0"], ["--fraglist", "--gro-max-size", "6000"]],
+                         ids=["default", "small-aggregates", "fraglist"])
+def test_restore_undoes_one_merge_of_a_merged_capture(tmp_path, first):
+    """merge S m1; merge m1 m2; split --restore m2 gives back m1 exactly
+    (bytes, times, comments, flags, options: each packet keeps its own
+    older record), and a second split --restore gives back S.  With
+    ``--poll-gap 0`` first, m2 merges m1's packets (records on first and
+    later segments); by default m2 passes m1's aggregates unchanged."""
+    m1, m2, r2, r1 = (tmp_path / n for n in ("m1.pcapng", "m2.pcapng", "r2.pcapng", "r1.pcap"))
+    run_cli("merge", "-q", *first, SAMPLE, m1, check=0)
+    run_cli("merge", "-q", m2.parent / "m1.pcapng", m2, check=0)
+    p = run_cli("split", "-q", "--restore", "--stats", "-", m2, r2, check=0)
+    st = json.loads(p.stdout)["restore"]
+    assert st["unfit"] == 0 and st["unrecorded"] == 0
+    assert [view(q) for q in packets(r2)] == [view(q) for q in packets(m1)]
+    run_cli("split", "-q", "--restore", r2, r1, check=0)
+    assert [view(q) for q in packets(r1)] == [view(q) for q in packets(SAMPLE)]
+
+
+@pytest.mark.parametrize("first", [[], ["--poll-gap", "0"]], ids=["default", "small-aggregates"])
+def test_forwarding_a_merged_capture_writes_no_pcapgro_comments(tmp_path, first):
+    """merge --gso of a capture merged before: the frames a router sends
+    carry none of pcapgro's comments (older merges' records included) and
+    no flag bit 11 from them; the wire bytes are those of forwarding the
+    original capture."""
+    m1, f1, f0 = tmp_path / "m1.pcapng", tmp_path / "f1.pcapng", tmp_path / "f0.pcapng"
+    run_cli("merge", "-q", *first, SAMPLE, m1, check=0)
+    run_cli("merge", "-q", "--gso", m1, f1, check=0)
+    run_cli("merge", "-q", "--gso", SAMPLE, f0, check=0)
+    out = packets(f1)
+    assert not any(c.startswith("pcapgro") for p in out if p.meta for c in p.meta.comments)
+    assert not any(p.meta and p.meta.flags and p.meta.flags & 0x800 for p in out)
+    assert [bytes(p.data) for p in out] == [bytes(p.data) for p in packets(f0)]

@@ -751,12 +751,14 @@ class GROEngine:
         times went backwards); ``last_out_ts`` is raised to it if later.
         When older packets are held (it overtakes them) and the output is
         annotated, a restore record with its input index lets ``split
-        --restore`` put it back."""
+        --restore`` put it back; so does a packet that already carries
+        pcapgro's comments (input merged before), so that the last record
+        on a packet is always this merge's (:func:`pcapgro.restore.level`)."""
         self.stats.passed[reason] += 1
         ts = pkt.ts
         if ts > self.last_out_ts:
             self.last_out_ts = ts
-        if self.flows and self.cfg.annotate:
+        if self.cfg.annotate and (self.flows or restore.carries_own(pkt.meta)):
             rec = f"{restore.TAG}i={self.idx} t={ts}"
             pkt = Packet(ts, pkt.data, pkt.orig_len, pkt.iface, pkt.linktype,
                          _with_comment(pkt.meta, rec))
