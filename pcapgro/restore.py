@@ -572,7 +572,8 @@ class Restorer:
         Packets without a record were written by merge in their input
         position (everything before them was already written), so they are
         placed right after what is already known; recorded ones are placed
-        by their input index.  A packet whose record does not fit is placed, unchanged, at
+        by their input index (counted over the whole file, every section,
+        as merge counts them).  A packet whose record does not fit is placed, unchanged, at
         the first index its record names when those are readable and free,
         else as a packet without a record.  Memory is bounded by what GRO
         held at once.  Never raises on a record's content; nothing is
@@ -590,7 +591,8 @@ class Restorer:
                         p = pending.pop(k)
                         if p is not None:
                             yield p
-                    nxt = 0
+                    # merge counts input indexes over the whole file, not
+                    # per section: nxt goes on
                 yield ev
                 continue
             st["packets"] += 1
