@@ -588,6 +588,10 @@ def _restore_table(st):
         lines.append(f"  {st['unrecorded']} aggregates carry no restore record (cut by a "
                      "snaplen: merge keeps only their contiguous captured bytes) and "
                      "stay as they are")
+    if st.get("unfit"):
+        lines.append(f"  {st['unfit']} restore records do not fit their packet (the "
+                     "capture was edited after merge: cut, chopped or changed) and "
+                     "those packets stay as they are")
     return lines
 
 

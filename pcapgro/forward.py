@@ -252,6 +252,16 @@ def _strip(meta):
     return _restore._strip(meta, True)
 
 
+def _wire_meta(meta):
+    """``meta`` of a frame sent: without pcapgro's comments, which a packet
+    of an input merged before still carries (restore gives back only this
+    GRO pass's originals), and without EPB flag bit 11 when one of them was
+    an aggregate note (merge set that bit); unchanged when it has none."""
+    if not _restore.carries_own(meta):
+        return meta
+    return _restore._strip(meta, any(c.startswith(_restore.AGG_TAG) for c in meta.comments))
+
+
 # ------------------------------------------------------------ the forwarder
 
 class Forwarder:
@@ -488,7 +498,7 @@ class Forwarder:
                 else:
                     b, ol = refresh_fcs(b, ol)   # the received frame's
             d = bytes(b)
-            q = Packet(t, d, ol, iface, lt, m)
+            q = Packet(t, d, ol, iface, lt, _wire_meta(m))
             out.append(q)
             st.packets_out += 1
             if l3off is not None and self.router and o is not None:

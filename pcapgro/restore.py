@@ -5,7 +5,7 @@ packet whose timestamp it moved) carries, besides a readable comment, a
 second ``opt_comment`` that records how to give back its original packets
 exactly::
 
-    pcapgro-restore v1 i=<n> t=<ns> f=<flags> h=<len>,<diffs> s=<di>,<dt>,<len>,<diffs>;...
+    pcapgro-restore v1 i=<n> t=<ns> f=<flags> h=<len>,<diffs> s=<di>,<dt>,<len>,<diffs>;... m=<row>:<items>;...
 
 * ``i``: the first packet's input index (0-based packet number), ``t``
   its original timestamp (ns since the epoch), ``f`` (optional) its
@@ -20,6 +20,27 @@ exactly::
   first packet's original ones.
 * ``<diffs>``: runs ``offset:hex`` joined by ``/`` (empty when identical);
   ``*hex`` when the header lengths differ (the whole original header).
+* ``m`` (optional; absent when no further packet had any, e.g. always for
+  classic pcap input): the pcapng metadata of further packets, one entry
+  per packet that had some, ``<row>:<items>`` joined by ``;``.  ``<row>``
+  is the packet's 1-based position in ``s``; ``<items>``, joined by ``,``,
+  in this order: ``b<type>`` its block type when not an EPB (3 = SPB),
+  ``f<flags>`` its epb_flags word, ``c<text>`` each comment (UTF-8,
+  percent-encoded: every byte but ``A-Z a-z 0-9 _ . - ~`` as ``%XX``),
+  ``o<code>.<hex>`` each other option (its value as stored, in the
+  section's byte order).  The first packet's metadata is the aggregate's
+  own (its comments before pcapgro's, its options, ``f``).  Readers that
+  predate ``m`` ignore it (they give back the packets without their
+  metadata); records without ``m`` restore further packets with none.
+
+A capture merge already annotated (merged again): an input packet's
+comments, pcapgro's included, are part of the packet.  merge appends its
+own comments after them, and gives every packet that carries pcapgro
+comments a record (a short one when it is written unchanged in place), so
+the last pcapgro comment of a packet is always the last merge's
+(:func:`level`).  ``split --restore`` undoes that merge only: each packet
+given back keeps its own older records and comments, so a second
+``split --restore`` gives back the capture before the first merge.
 
 Why a comment and not a custom option: a comment is what Wireshark shows
 (``frame.comment``) and editcap keeps, it needs no IANA Private Enterprise
@@ -30,12 +51,15 @@ flags, timestamps).
 """
 
 import os
+import re
+from urllib.parse import quote, unquote_to_bytes
 
 import numpy as np
 
-from .record import EPB_FLAG_TSO, Packet, PacketMeta
+from .linklayer import ETH_P_IP, network_layer
+from .record import BLOCK_EPB, EPB_FLAG_TSO, Packet, PacketMeta, Section
 
-__all__ = ["TAG", "encode", "decode", "restore", "Restorer"]
+__all__ = ["TAG", "encode", "decode", "restore", "Restorer", "RecordMismatch"]
 
 TAG = "pcapgro-restore v1 "
 AGG_TAG = "pcapgro: GRO aggregate"
@@ -86,17 +110,34 @@ def _diffs_many(hdrs, ref):
     return ["/".join(x) for x in out]
 
 
+_DIFFS = re.compile(r"[0-9]+:(?:[0-9a-f][0-9a-f])+(?:/[0-9]+:(?:[0-9a-f][0-9a-f])+)*")
+
+
 def _apply(ref, diffs):
-    if diffs.startswith("*"):
-        return bytes.fromhex(diffs[1:])
+    """``ref`` (bytes) with ``diffs`` (see :func:`_diffs`) applied.
+
+    Raises:
+        ValueError: ``diffs`` is not what :func:`_diffs` writes (bad hex or
+        offsets, runs out of order or past the end of ``ref``)."""
     if not diffs:
         return ref
+    if diffs[0] == "*":
+        return _hex(diffs[1:])
+    if not _DIFFS.fullmatch(diffs):
+        raise ValueError(f"bad header diffs {diffs[:40]!r}")
     b = bytearray(ref)
+    n = len(b)
+    end = 0
     for run in diffs.split("/"):
         off, hx = run.split(":")
         off = int(off)
+        if off < end:
+            raise ValueError(f"header diffs out of order at {run[:40]!r}")
         v = bytes.fromhex(hx)
-        b[off:off + len(v)] = v
+        end = off + len(v)
+        if end > n:
+            raise ValueError(f"header diff {run[:40]!r} runs past the {n}-byte header")
+        b[off:end] = v
     return bytes(b)
 
 
@@ -106,7 +147,8 @@ def encode(written_hdr, pkts, pays, idxs, flags=None):
     Args:
         written_hdr: the aggregate's headers as written (bytes).
         pkts:  the original Packets, first one first (their ``data`` from
-               offset ``pays[i]`` on is payload, all captured in full).
+               offset ``pays[i]`` on is payload, all captured in full; the
+               ``meta`` of the further ones goes into ``m=``).
         pays:  payload offset of each packet, bytes.
         idxs:  input index of each packet.
         flags: the first packet's original epb_flags, or None.
@@ -118,22 +160,102 @@ def encode(written_hdr, pkts, pays, idxs, flags=None):
                        [p.data[:o] for p, o, _ in rest],
                        [p.ts - t0 for p, _, _ in rest],
                        [len(p.data) - o for p, o, _ in rest],
-                       [i - i0 for _, _, i in rest])
+                       [i - i0 for _, _, i in rest],
+                       [(k, p.meta) for k, (p, _, _) in enumerate(rest, 1)
+                        if p.meta is not None])
 
 
-def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis):
+def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis, metas=None):
     """:func:`encode` from the first Packet ``p0`` (payload from offset
     ``pay0``, input index ``i0``) and, for each later segment, its header
     bytes (bytes or memoryview), timestamp offset from ``p0`` (ns), payload
     length (bytes) and input index offset from ``i0`` (lists, one entry per
-    segment): the engine calls it without making a Packet per segment."""
+    segment): the engine calls it without making a Packet per segment.
+    ``metas``: None or a list of ``(row, PacketMeta)`` for the later
+    segments that carry metadata, ``row`` their 1-based position in the
+    lists, ascending (the ``m=`` field; empty metadata is left out)."""
     h0 = p0.data[:pay0]
     parts = [f"{TAG}i={i0} t={p0.ts}"]
     if flags is not None:
         parts.append(f"f={flags}")
     parts.append(f"h={len(p0.data) - pay0},{_diff1(h0, written_hdr)}")
     parts.append("s=" + _rows(h0, hdrs, dts, lens, dis))
+    if metas:
+        m = []
+        for row, meta in metas:
+            items = _meta_items(meta)
+            if items:
+                m.append(f"{row}:{items}")
+        if m:
+            parts.append("m=" + ";".join(m))
     return " ".join(parts)
+
+
+_DIGITS = re.compile(r"[0-9]+")
+_HEXDIGITS = re.compile(r"(?:[0-9a-f][0-9a-f])*")
+
+
+def _uint(v, limit):
+    """``v`` (str of ASCII digits) as an int below ``limit``.
+
+    Raises:
+        ValueError: anything else (sign, spaces, other digits, too large)."""
+    if not _DIGITS.fullmatch(v) or int(v) >= limit:
+        raise ValueError(f"bad number {v[:40]!r}")
+    return int(v)
+
+
+def _hex(v, empty=False):
+    """``v`` (lowercase hex, even length; empty only when ``empty``) as bytes.
+
+    Raises:
+        ValueError: anything else."""
+    if not _HEXDIGITS.fullmatch(v) or not (v or empty):
+        raise ValueError(f"bad hex {v[:40]!r}")
+    return bytes.fromhex(v)
+
+
+def _meta_items(meta):
+    """The ``m=`` items (str) of one packet's PacketMeta: ``b<type>``,
+    ``f<flags>``, ``c<percent-encoded comment>``..., ``o<code>.<hex>``...
+    joined by ',' ('' when it carries nothing)."""
+    items = []
+    if meta.block != BLOCK_EPB:
+        items.append(f"b{meta.block}")
+    if meta.flags is not None:
+        items.append(f"f{meta.flags}")
+    for c in meta.comments:
+        items.append("c" + quote(c.encode("utf-8", "surrogateescape"), safe=""))
+    for code, v in meta.options:
+        items.append(f"o{code}.{bytes(v).hex()}")
+    return ",".join(items)
+
+
+def _meta_decode(items):
+    """PacketMeta from :func:`_meta_items` output.
+
+    Raises:
+        ValueError: an item that :func:`_meta_items` cannot have written."""
+    block, flags, comments, options = BLOCK_EPB, None, [], []
+    for it in items.split(","):
+        k, v = it[:1], it[1:]
+        if k == "b":
+            block = _uint(v, 1 << 32)
+        elif k == "f":
+            flags = _uint(v, 1 << 32)
+        elif k == "c":
+            b = unquote_to_bytes(v)
+            if quote(b, safe="") != v:
+                raise ValueError(f"bad comment encoding {v[:40]!r}")
+            comments.append(b.decode("utf-8", "surrogateescape"))
+        elif k == "o":
+            code, dot, hx = v.partition(".")
+            if not dot:
+                raise ValueError(f"bad option item {it[:40]!r}")
+            options.append((_uint(code, 1 << 16), _hex(hx, empty=True)))
+        else:
+            raise ValueError(f"bad metadata item {it[:40]!r}")
+    return PacketMeta(block=block, comments=comments, flags=flags, options=options)
 
 
 def _rows_py(h0, hdrs, dts, lens, dis):
@@ -170,34 +292,159 @@ def _diff1(orig, ref):
     return _rows(ref, [orig], [0], [0], [0])[6:]      # after "0,0,0,"
 
 
+# one s= entry: index offset, time offset (signed), payload length, diffs
+_ROW = re.compile(r"([0-9]+),(-?[0-9]+),([0-9]+),([^,;]*)")
+_TS_END = 1 << 64          # restored timestamps are 0 <= t < 2**64 ns
+
+
 def decode(text):
     """Parse a restore record.  Returns a dict with ``i`` (int), ``t``
     (int ns), ``f`` (int or None), ``h`` ((len, diffs) or None for a
-    single packet), ``s`` (list of (di, dt, len, diffs)).
+    single packet), ``s`` (list of (di, dt, len, diffs), ``di`` > 0 and
+    ascending), ``m`` (list of (row, PacketMeta), rows ascending, 1-based
+    into ``s``).  Fields this version does not know are ignored (a later
+    version may add some); the header diffs are checked when applied.
 
     Raises:
-        ValueError: ``text`` is not a valid record."""
+        ValueError: ``text`` is not a valid record (a field twice, a
+        number that is not plain ASCII digits or out of range, indexes
+        not ascending, ``s``/``m``/``f`` without ``h``, ...)."""
     if not text.startswith(TAG):
         raise ValueError("not a pcapgro restore record")
-    out = {"f": None, "h": None, "s": []}
+    out = {"f": None, "h": None, "s": [], "m": []}
+    seen = set()
     for field in text[len(TAG):].split(" "):
-        k, _, v = field.partition("=")
+        k, eq, v = field.partition("=")
+        if not eq or k in seen:
+            raise ValueError(f"bad field {field[:40]!r}")
+        seen.add(k)
         if k == "i":
-            out["i"] = int(v)
+            out["i"] = _uint(v, 1 << 64)
         elif k == "t":
-            out["t"] = int(v)
+            out["t"] = _uint(v, _TS_END)
         elif k == "f":
-            out["f"] = int(v)
+            out["f"] = _uint(v, 1 << 32)
         elif k == "h":
-            n, _, d = v.partition(",")
-            out["h"] = (int(n), d)
-        elif k == "s":
-            for item in filter(None, v.split(";")):
-                di, dt, n, d = item.split(",", 3)
-                out["s"].append((int(di), int(dt), int(n), d))
+            n, comma, d = v.partition(",")
+            if not comma:
+                raise ValueError(f"bad field {field[:40]!r}")
+            out["h"] = (_uint(n, 1 << 32), d)
+        elif k == "s" and v:
+            last = 0
+            rows = out["s"]
+            for item in v.split(";"):
+                row = _ROW.fullmatch(item)
+                if row is None:
+                    raise ValueError(f"bad segment entry {item[:40]!r}")
+                di, dt, n, d = row.groups()
+                di, n = int(di), int(n)
+                if di <= last or di >= 1 << 64 or n >= 1 << 32:
+                    raise ValueError(f"bad segment entry {item[:40]!r} (indexes must "
+                                     "ascend)")
+                last = di
+                rows.append((di, int(dt), n, d))
+        elif k == "m":
+            last = 0
+            for item in v.split(";"):
+                row, colon, items = item.partition(":")
+                row = _uint(row, 1 << 32)
+                if not colon or row <= last:
+                    raise ValueError(f"bad metadata entry {item[:40]!r}")
+                last = row
+                out["m"].append((row, _meta_decode(items)))
     if "t" not in out or "i" not in out:
         raise ValueError("incomplete pcapgro restore record")
+    if out["h"] is None and ("s" in seen or "m" in seen or "f" in seen):
+        raise ValueError("segment fields in a single packet's record")
+    if out["m"] and out["m"][-1][0] > len(out["s"]):
+        raise ValueError("metadata for a packet the record does not have")
     return out
+
+
+class RecordMismatch(ValueError):
+    """A restore record that does not fit its packet (an edited capture:
+    cut by a snaplen, chopped, changed) or is not a valid record.
+
+    Attributes:
+        idxs: the input indexes the record names (list of int, ascending),
+              or None when it cannot be read that far.
+    """
+
+    def __init__(self, message, idxs=None):
+        super().__init__(message)
+        self.idxs = idxs
+
+
+def payload_offset(linktype, data):
+    """Offset (bytes) of the TCP/UDP payload of ``data`` (a frame of link
+    type ``linktype``): link layer, IPv4 header (its IHL) or IPv6 header and
+    Hop-by-Hop / Routing / Destination Options headers, TCP data offset or
+    the 8-byte UDP header.  None when it has no such header in full."""
+    l3off, et, _ = network_layer(linktype, data)
+    if l3off is None:
+        return None
+    n = len(data)
+    if et == ETH_P_IP:
+        if n < l3off + 20:
+            return None
+        off = l3off + ((data[l3off] & 0x0F) << 2)
+        nh = data[l3off + 9]
+    else:
+        if n < l3off + 40:
+            return None
+        nh = data[l3off + 6]
+        off = l3off + 40
+        while nh in (0, 43, 60):
+            if n < off + 8:
+                return None
+            nh, off = data[off], off + ((data[off + 1] + 1) << 3)
+    if nh == 6:
+        if n < off + 20:
+            return None
+        off += (data[off + 12] >> 4) << 2
+    elif nh == 17:
+        off += 8
+    else:
+        return None
+    return off if off <= n else None
+
+
+def own_comment(c):
+    """True when comment ``c`` (str) is one pcapgro writes: an aggregate
+    note, a restore record (of any merge), a held-packet note."""
+    return c.startswith(TAG) or c.startswith(AGG_TAG) or c.startswith(MOVED_TAG)
+
+
+def carries_own(meta):
+    """True when ``meta`` (PacketMeta or None) holds a comment pcapgro
+    writes (the packet comes from a capture merge already annotated)."""
+    return meta is not None and any(map(own_comment, meta.comments))
+
+
+def level(comments):
+    """Which of ``comments`` (list of str) the last merge wrote:
+    ``(note, record)``, indexes into ``comments`` or None.
+
+    merge appends its comments after a packet's own ones, and gives a
+    record to every packet that already carries pcapgro comments (a merged
+    capture merged again), so the last pcapgro comment is the last merge's:
+    a record (with, just before it among pcapgro's comments, the aggregate
+    note of a full record or a held-packet note of a short one), or an
+    aggregate note alone (an aggregate without a record).  Older merges'
+    comments are part of the packet."""
+    k = len(comments) - 1
+    while k >= 0 and not own_comment(comments[k]):
+        k -= 1
+    if k < 0:
+        return None, None
+    c = comments[k]
+    if not c.startswith(TAG):
+        return (k if c.startswith(AGG_TAG) else None), None
+    note = AGG_TAG if " h=" in c else MOVED_TAG
+    j = k - 1
+    while j >= 0 and not own_comment(comments[j]):
+        j -= 1
+    return (j if j >= 0 and comments[j].startswith(note) else None), k
 
 
 def _strip(meta, tso_set):
@@ -205,8 +452,21 @@ def _strip(meta, tso_set):
     pcapgro set), or None when nothing else is left."""
     if meta is None:
         return None
-    comments = [c for c in meta.comments if not (
-        c.startswith(TAG) or c.startswith(AGG_TAG) or c.startswith(MOVED_TAG))]
+    return _without(meta, [c for c in meta.comments if not own_comment(c)], tso_set)
+
+
+def _strip_level(meta, tso_set):
+    """``meta`` without the comments the last merge wrote (:func:`level`;
+    older merges' records stay: they belong to the packet given back) and,
+    when ``tso_set``, without EPB flag bit 11; None when nothing is left."""
+    if meta is None:
+        return None
+    drop = level(meta.comments)
+    return _without(meta, [c for k, c in enumerate(meta.comments) if k not in drop],
+                    tso_set)
+
+
+def _without(meta, comments, tso_set):
     flags = meta.flags
     if tso_set and flags is not None:
         flags &= ~EPB_FLAG_TSO
@@ -220,45 +480,75 @@ def _strip(meta, tso_set):
 
 def restore(pkt):
     """The original packets of ``pkt`` as a list of ``(input index,
-    Packet)``, or None when it carries no restore record.
+    Packet)``, ascending, or None when it carries no restore record.
+
+    A record is applied only when it fits the packet exactly: the packet
+    captured in full (captured length = original length), its TCP/UDP
+    payload exactly as long as the record's payload lengths added up, every
+    header diff inside its header, every timestamp 0 <= t < 2**64 ns.
 
     Raises:
-        ValueError: the record does not fit the packet (edited capture).
+        RecordMismatch: the record is not valid or does not fit the packet
+        (an edited capture); ``idxs`` says which input indexes it names.
     """
     meta = pkt.meta
     if meta is None or not meta.comments:
         return None
-    rec = None
-    for c in meta.comments:
-        if c.startswith(TAG):
-            rec = c
-    if rec is None:
+    k = level(meta.comments)[1]
+    if k is None:
         return None
-    r = decode(rec)
+    rec = meta.comments[k]
+    try:
+        r = decode(rec)
+    except ValueError as e:
+        raise RecordMismatch(str(e)) from None
+    i0, t0 = r["i"], r["t"]
+    idxs = [i0] + [i0 + di for di, _, _, _ in r["s"]]
+    try:
+        return _restore(pkt, r)
+    except ValueError as e:
+        raise RecordMismatch(str(e), idxs) from None
+
+
+def _restore(pkt, r):
+    """:func:`restore` once record ``r`` (from :func:`decode`) is read.
+
+    Raises:
+        ValueError: it does not fit ``pkt``."""
+    meta = pkt.meta
     if r["h"] is None:              # written unchanged, moved in time/order
         return [(r["i"], Packet(r["t"], pkt.data, pkt.orig_len, pkt.iface,
-                                pkt.linktype, _strip(meta, False)))]
+                                pkt.linktype, _strip_level(meta, False)))]
+    data = pkt.data
+    if len(data) != pkt.orig_len:
+        raise ValueError(f"{len(data)} of {pkt.orig_len} bytes captured (cut by a "
+                         "snaplen): the record's packets are not all there")
+    hlen = payload_offset(pkt.linktype, data)
+    if hlen is None:
+        raise ValueError("no TCP/UDP header to restore from")
     n0, d0 = r["h"]
     total_pay = n0 + sum(n for _, _, n, _ in r["s"])
-    data = pkt.data
-    hlen = len(data) - total_pay
-    if hlen < 0:
-        raise ValueError("restore record does not fit the packet")
+    if total_pay != len(data) - hlen:
+        raise ValueError(f"the record's payloads add up to {total_pay} bytes, the "
+                         f"packet carries {len(data) - hlen}")
     h0 = _apply(data[:hlen], d0)
     pos = hlen + n0
-    m0 = _strip(meta, True)
+    m0 = _strip_level(meta, True)
     if r["f"] is not None:
         m0 = m0 or PacketMeta()
         m0.flags = r["f"]
     i0, t0 = r["i"], r["t"]
     p0data = h0 + data[hlen:pos]
     out = [(i0, Packet(t0, p0data, len(p0data), pkt.iface, pkt.linktype, m0))]
-    for di, dt, n, d in r["s"]:
+    metas = dict(r["m"])
+    for row, (di, dt, n, d) in enumerate(r["s"], 1):
+        t = t0 + dt
+        if not 0 <= t < _TS_END:
+            raise ValueError(f"timestamp {t} out of range")
         b = _apply(h0, d) + data[pos:pos + n]
         pos += n
-        out.append((i0 + di, Packet(t0 + dt, b, len(b), pkt.iface, pkt.linktype, None)))
-    if pos != len(data):
-        raise ValueError("restore record does not fit the packet")
+        out.append((i0 + di, Packet(t, b, len(b), pkt.iface, pkt.linktype,
+                                    metas.get(row))))
     return out
 
 
@@ -271,12 +561,15 @@ class Restorer:
         stats: dict with ``packets``, ``restored`` (aggregates undone),
                ``segments`` (packets given back), ``passed``,
                ``unrecorded`` (aggregates merge wrote without a restore
-               record, the ones cut by a snaplen: passed as they are).
+               record, the ones cut by a snaplen: passed as they are),
+               ``unfit`` (packets whose record does not fit them or names
+               input positions already taken: an edited capture; passed as
+               they are, also counted in ``passed``).
     """
 
     def __init__(self):
         self.stats = {"packets": 0, "restored": 0, "segments": 0, "passed": 0,
-                      "unrecorded": 0}
+                      "unrecorded": 0, "unfit": 0}
 
     def process(self, events):
         """Generator over events (see :mod:`pcapgro.record`), giving back
@@ -285,39 +578,38 @@ class Restorer:
         Packets without a record were written by merge in their input
         position (everything before them was already written), so they are
         placed right after what is already known; recorded ones are placed
-        by their input index.  Memory is bounded by what GRO held at once.
-
-        Raises:
-            UnusableInput: a restore record does not fit its packet.
+        by their input index (counted over the whole file, every section,
+        as merge counts them).  A packet whose record does not fit is placed, unchanged, at
+        the first index its record names when those are readable and free,
+        else as a packet without a record.  Memory is bounded by what GRO
+        held at once.  Never raises on a record's content; nothing is
+        dropped.
         """
-        from .errors import UnusableInput
         st = self.stats
+        # input index -> Packet, or None for the later indexes of a packet
+        # that stays an aggregate (its record did not fit)
         pending = {}
         nxt = 0
         for ev in events:
             if type(ev) is not Packet:
-                if type(ev).__name__ == "Section":
+                if type(ev) is Section:
                     for k in sorted(pending):
-                        yield pending.pop(k)
-                    nxt = 0
+                        p = pending.pop(k)
+                        if p is not None:
+                            yield p
+                    # merge counts input indexes over the whole file, not
+                    # per section: nxt goes on
                 yield ev
                 continue
             st["packets"] += 1
             try:
                 segs = restore(ev)
-            except ValueError as e:
-                raise UnusableInput(f"packet {st['packets']}: {e}") from None
-            if segs is None:
-                st["passed"] += 1
-                meta = ev.meta
-                if meta is not None and any(c.startswith(AGG_TAG) for c in meta.comments or ()):
-                    st["unrecorded"] += 1
-                while nxt in pending:
-                    yield pending.pop(nxt)
-                    nxt += 1
-                yield ev
-                nxt += 1
-            else:
+                idxs = None if segs is None else [k for k, _ in segs]
+            except RecordMismatch as e:
+                segs, idxs = [], e.idxs
+            if segs and not _free(idxs, pending, nxt):
+                segs, idxs = [], None      # names positions already taken
+            if segs:
                 if len(segs) > 1:
                     st["restored"] += 1
                     st["segments"] += len(segs)
@@ -325,8 +617,53 @@ class Restorer:
                     st["passed"] += 1
                 for k, p in segs:
                     pending[k] = p
+            else:
+                st["passed"] += 1
+                if segs is None:
+                    if _unrecorded(ev.meta):
+                        st["unrecorded"] += 1
+                else:
+                    st["unfit"] += 1
+                if segs is not None and idxs and _free(idxs, pending, nxt):
+                    pending[idxs[0]] = ev
+                    for k in idxs[1:]:
+                        pending[k] = None
+                else:
+                    # in its input position: after everything known so far
+                    while nxt in pending:
+                        p = pending.pop(nxt)
+                        nxt += 1
+                        if p is not None:
+                            yield p
+                    if pending:        # out of step (an unfit record): catch up
+                        for k in sorted(pending):
+                            p = pending.pop(k)
+                            if p is not None:
+                                yield p
+                        nxt = k + 1
+                    yield ev
+                    nxt += 1
             while nxt in pending:
-                yield pending.pop(nxt)
+                p = pending.pop(nxt)
                 nxt += 1
+                if p is not None:
+                    yield p
         for k in sorted(pending):
-            yield pending.pop(k)
+            p = pending.pop(k)
+            if p is not None:
+                yield p
+
+
+def _free(idxs, pending, nxt):
+    """True when input indexes ``idxs`` (ascending) are all still to come:
+    none given out yet (below ``nxt``) nor taken in ``pending``."""
+    return idxs[0] >= nxt and not any(k in pending for k in idxs)
+
+
+def _unrecorded(meta):
+    """True when ``meta`` says the last merge wrote an aggregate without a
+    record."""
+    if meta is None:
+        return False
+    note, rec = level(meta.comments)
+    return rec is None and note is not None

@@ -116,3 +116,25 @@ def test_diff1_equals_diffs(case):
     ref, rows = case
     for h in rows + [ref + b"x", ref[:-1]]:
         assert _diff1(h, ref) == _diffs(h, ref)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([6, 3, 2]), st.lists(st.text(max_size=30), max_size=3),
+       st.none() | st.integers(0, (1 << 32) - 1),
+       st.lists(st.tuples(st.integers(3, 0xFFFF), st.binary(max_size=12)), max_size=3))
+def test_segment_metadata_round_trips(block, comments, flags, options):
+    """The m= items of a later segment give back its PacketMeta exactly,
+    whatever its comments hold (separators, '%', any Unicode)."""
+    from pcapgro.record import PacketMeta
+    from pcapgro.restore import _meta_items, _meta_decode
+    m = PacketMeta(block=block, comments=comments, flags=flags, options=options)
+    items = _meta_items(m)
+    assert not set(items) & set(" ;:=")
+    if not items:
+        return
+    back = _meta_decode(items)
+    assert (back.block, back.comments, back.flags, back.options) == \
+        (block, comments, flags, options)
+    p0 = Packet(5, bytes(20) + b"P", 21)
+    rec = encode(bytes(20), [p0, Packet(6, bytes(20) + b"Q", 21, meta=m)], [20, 20], [0, 1])
+    assert decode(rec)["m"][0][0] == 1

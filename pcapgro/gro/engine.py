@@ -751,12 +751,14 @@ class GROEngine:
         times went backwards); ``last_out_ts`` is raised to it if later.
         When older packets are held (it overtakes them) and the output is
         annotated, a restore record with its input index lets ``split
-        --restore`` put it back."""
+        --restore`` put it back; so does a packet that already carries
+        pcapgro's comments (input merged before), so that the last record
+        on a packet is always this merge's (:func:`pcapgro.restore.level`)."""
         self.stats.passed[reason] += 1
         ts = pkt.ts
         if ts > self.last_out_ts:
             self.last_out_ts = ts
-        if self.flows and self.cfg.annotate:
+        if self.cfg.annotate and (self.flows or restore.carries_own(pkt.meta)):
             rec = f"{restore.TAG}i={self.idx} t={ts}"
             pkt = Packet(ts, pkt.data, pkt.orig_len, pkt.iface, pkt.linktype,
                          _with_comment(pkt.meta, rec))
@@ -1309,11 +1311,14 @@ def _payloads(agg):
 def _restore_record(hdr, agg, flags):
     """The restore record (str) of aggregate ``agg`` written with headers
     ``hdr``: :func:`pcapgro.restore.encode`, with run entries read from
-    their chunk in place instead of made into a Packet per record."""
+    their chunk in place instead of made into a Packet per record (run
+    entries come from classic pcap chunks: no metadata; a later segment's
+    PacketMeta goes into the record's ``m=`` field)."""
     pk, pays, idxs = agg.pkts, agg.pays, agg.idxs
     p0 = pk[0]
     t0, i0 = p0.ts, idxs[0]
     hdrs, dts, lens, dis = [], [], [], []
+    metas = None                 # (row, PacketMeta) of segments that have some
     for m in range(1, len(pk)):
         e = pk[m]
         if type(e) is tuple:
@@ -1331,7 +1336,11 @@ def _restore_record(hdr, agg, flags):
             dts.append(e.ts - t0)
             lens.append(len(d) - o)
             dis.append(idxs[m] - i0)
-    return restore.encode_rows(hdr, p0, pays[0], i0, flags, hdrs, dts, lens, dis)
+            if e.meta is not None:
+                if metas is None:
+                    metas = []
+                metas.append((len(hdrs), e.meta))
+    return restore.encode_rows(hdr, p0, pays[0], i0, flags, hdrs, dts, lens, dis, metas)
 
 
 def _left_out(agg, n):

@@ -47,7 +47,9 @@ class GSOConfig:
                     False = pass everything byte-identical.
         annotate:   clear the pcapng "TCP segmentation offloaded" EPB flag
                     (bit 11) and, on segments with a computed checksum, the
-                    "checksum not ready" flag (bit 9) of segments.
+                    "checksum not ready" flag (bit 9) of segments.  (Segments
+                    never carry pcapgro's own comments, aggregate note and
+                    restore record, of the packet they are cut from.)
 
     Raises (on construction):
         UnusableInput: mss / gso_size < 8, mtu < 68, negative link_rate.

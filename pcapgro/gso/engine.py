@@ -44,6 +44,7 @@ from ..fcs import ETH_FCS, InterfaceFCS, refresh_fcs, with_fcs
 from ..linklayer import ETH_P_IP, network_layer
 from ..checksum import checksum, fold, ones_sum, pseudo_sum_v4, pseudo_sum_v6
 from ..record import EPB_FLAG_TSO, Packet, PacketMeta, Section
+from ..restore import own_comment
 from . import ipv4, ipv6, tcp, udp
 from .config import TCP_MIN_GSO_SIZE, GSOConfig
 from .reasons import Pass, SizeSource
@@ -450,6 +451,10 @@ class GSOSplitter:
                     step = cap
 
         meta = pkt.meta
+        if meta is not None:
+            # pcapgro's own comments (aggregate note, restore records) describe
+            # the packet as merge wrote it, not its segments: they go
+            comments = [c for c in meta.comments if not own_comment(c)]
         iface = pkt.iface
         lt = pkt.linktype
         out = []
@@ -466,7 +471,7 @@ class GSOSplitter:
                     flags &= ~EPB_FLAG_TSO
                     if ok:
                         flags &= ~EPB_FLAG_CSUM_NOT_READY
-                m = PacketMeta(meta.block, list(meta.comments) if k == 0 else [],
+                m = PacketMeta(meta.block, comments if k == 0 else [],
                                flags, list(meta.options))
             append(Packet(ts + k * step, d, ol, iface, lt, m))
         return out
