@@ -90,13 +90,19 @@ UDP_IDS = "increment"        # UDP GSO: ID base + k even for fixed-ID senders
 class ForwardStats:
     """Counters of a :class:`Forwarder` run (GRO's own are in ``gro``).
 
-    Attributes (ints):
+    Attributes (ints; counts of packets unless stated):
         gro:            the GRO engine's :class:`~pcapgro.gro.GROStats`.
         packets_out:    packets written.
-        segmented:      aggregates cut again (standard GSO).
-        segments:       packets made by standard GSO.
-        fraglist:       fraglist aggregates given back as their packets.
-        fraglist_packets: packets given back by them.
+        segmented:      aggregates cut again by standard GSO and sent
+                        (aggregates dropped whole -- too big for the egress
+                        MTU, TTL expired -- are not: the forwarding path
+                        drops them before GSO).
+        segments:       segments of those aggregates sent (an IP-fragmented
+                        one counts once; a bridge's segments too big for
+                        the MTU are dropped: in ``dropped_mtu``, not here).
+        fraglist:       fraglist aggregates given back as their packets and
+                        sent (same exclusions as ``segmented``).
+        fraglist_packets: packets sent of them.
         id_changed:     packets written whose IPv4 ID differs from the
                         original packet's (counted per original packet).
         ts_changed:     ... whose timestamp differs.
@@ -132,22 +138,34 @@ class ForwardStats:
                 "forward": {f: getattr(self, f) for f in self.FIELDS}}
 
     def table(self):
-        """Human-readable lines (list of str) for stderr."""
+        """Human-readable lines (list of str) for stderr: what was sent,
+        then what was dropped or fragmented, in words."""
         d = self.to_dict()["forward"]
         lines = list(self.gro.table())
         lines.append(
-            f"GSO: {d['packets_out']} packets out: {d['segmented']} aggregates cut into "
-            f"{d['segments']} segments, {d['fraglist']} fraglist aggregates gave back "
+            f"GSO: {d['packets_out']} packets out: {d['segmented']} aggregates sent as "
+            f"{d['segments']} segments, {d['fraglist']} fraglist aggregates sent as "
             f"{d['fraglist_packets']} packets")
         lines.append(
             f"  changed vs input: IPv4 ID {d['id_changed']}, timestamp {d['ts_changed']}, "
             f"size {d['size_changed']}; TTL decremented {d['ttl_decremented']}")
-        extra = [f"{k} {d[k]}" for k in ("ttl_expired", "icmp_time_exceeded", "dropped_mtu",
-                                          "icmp_frag_needed", "icmpv6_too_big", "fragmented",
-                                          "fragments", "not_forwarded", "unrestorable")
-                 if d[k]]
-        if extra:
-            lines.append("  " + ", ".join(extra))
+        if d["dropped_mtu"]:
+            icmp = [f"{d[k]} {w}" for k, w in (("icmp_frag_needed", "ICMP fragmentation needed"),
+                                               ("icmpv6_too_big", "ICMPv6 packet too big"))
+                    if d[k]]
+            lines.append(f"  dropped, too big for the egress MTU: {d['dropped_mtu']} packets"
+                         + (f" ({', '.join(icmp)} counted)" if icmp else ""))
+        if d["ttl_expired"]:
+            lines.append(f"  dropped, TTL expired: {d['ttl_expired']} packets "
+                         f"({d['icmp_time_exceeded']} ICMP time exceeded counted)")
+        if d["fragmented"]:
+            lines.append(f"  IP-fragmented: {d['fragmented']} packets into "
+                         f"{d['fragments']} fragments")
+        if d["not_forwarded"]:
+            lines.append(f"  not forwarded (not IP): {d['not_forwarded']} frames")
+        if d["unrestorable"]:
+            lines.append(f"  {d['unrestorable']} aggregates without a restore record "
+                         "(cut by a snaplen) segmented from themselves")
         return lines
 
 
@@ -352,7 +370,7 @@ class Forwarder:
             orig = recs[0][1] if recs else p
             frames = [(orig, bytearray(orig.data), orig.orig_len, orig.meta if recs
                        else p.meta)]
-            return self._send(frames, t, gso=False, head_only_ttl=False)
+            return self._send(frames, t, head_only_ttl=False)
         mode, proto, g = kind
         if recs is None:
             # no restore record (a payload cut by the snaplen): segment the
@@ -385,21 +403,17 @@ class Forwarder:
         meta = _strip(agg.meta)
         src = Packet(agg.ts, bytes(b), agg.orig_len, agg.iface, agg.linktype, meta)
         segs = self._splitter(g, fixed).split(src, None)
-        st.segmented += 1
-        st.segments += len(segs)
         frames = []
         for k, s in enumerate(segs):
             o = origs[k] if origs and k < len(origs) else None
             m = o.meta if o is not None else (meta if k == 0 else None)
             frames.append((o, bytearray(s.data), s.orig_len, m))
-        return self._send(frames, t, gso=True, head_only_ttl=False, decremented=dec)
+        return self._send(frames, t, head_only_ttl=False, decremented=dec, kind="segmented")
 
     def _fraglist(self, agg, origs, t):
         """skb_segment_list: the originals with the head's L2 header, then
         the IPv4 fix-ups (ID, checksum)."""
         st = self.stats
-        st.fraglist += 1
-        st.fraglist_packets += len(origs)
         l3off, fam = _l3(origs[0])
         l2 = origs[0].data[:l3off] if l3off is not None else b""
         frames = []
@@ -420,13 +434,17 @@ class Forwarder:
                     v = (base + i) & 0xFFFF
                     b[l3off + 4] = v >> 8
                     b[l3off + 5] = v & 0xFF
-        return self._send(frames, t, gso=True, head_only_ttl=self.fraglist_ttl == "head",
-                          fraglist=True)
+        return self._send(frames, t, head_only_ttl=self.fraglist_ttl == "head",
+                          fraglist=True, kind="fraglist")
 
-    def _send(self, frames, t, gso, head_only_ttl, decremented=False, fraglist=False):
+    def _send(self, frames, t, head_only_ttl, decremented=False, fraglist=False, kind=None):
         """The IP forwarding path for one forwarded packet (``frames``: what
         its GSO makes, as (original Packet or None, bytearray, orig_len,
-        meta)): TTL, egress MTU, fragmentation, L2, statistics."""
+        meta)): TTL, egress MTU, fragmentation, L2, statistics.
+
+        ``kind``: None (a single packet), 'segmented' or 'fraglist' (an
+        aggregate: counted by :meth:`_sent` with the frames that are sent,
+        not when the forwarding path drops it).  Returns the Packets written."""
         st = self.stats
         o0 = frames[0][0]
         ref = o0 if o0 is not None else Packet(t, bytes(frames[0][1]), frames[0][2])
@@ -435,6 +453,7 @@ class Forwarder:
             if self.router:
                 st.not_forwarded += len(frames)
                 return []
+            self._sent(kind, len(frames))
             return self._emit(frames, t, None, None)
         if self.router and not decremented:
             b0 = frames[0][1]
@@ -455,6 +474,7 @@ class Forwarder:
                 if not self.router:
                     keep = [f for f, x in zip(frames, big) if not x]
                     st.dropped_mtu += len(frames) - len(keep)
+                    self._sent(kind, len(keep))
                     return self._emit(keep, t, l3off, fam)
                 b0 = frames[0][1]
                 if fam == 6 or b0[l3off + 6] & 0x40:
@@ -476,8 +496,24 @@ class Forwarder:
                     for k, (fb, fl) in enumerate(fr):
                         out.append((o if k == 0 else None, bytearray(fb), fl,
                                     m if k == 0 else None, True))
+                self._sent(kind, len(frames))
                 return self._emit(out, t, l3off, fam)
+        self._sent(kind, len(frames))
         return self._emit(frames, t, l3off, fam)
+
+    def _sent(self, kind, n):
+        """Count an aggregate of ``kind`` ('segmented', 'fraglist' or None:
+        not an aggregate) whose ``n`` segments / packets are being sent
+        (before IP fragmentation); nothing when ``n`` is 0."""
+        if kind is None or not n:
+            return
+        st = self.stats
+        if kind == "segmented":
+            st.segmented += 1
+            st.segments += n
+        else:
+            st.fraglist += 1
+            st.fraglist_packets += n
 
     def _emit(self, frames, t, l3off, fam):
         st = self.stats

@@ -26,6 +26,20 @@ What is compared (see :func:`verify`):
   boundaries where OUT still has them (each OUT datagram lies inside one IN
   datagram -- split, restore -- or starts and ends on IN boundaries --
   merge).
+* One reordering is expected, as GRO makes it: a packet GRO rejects before
+  flow matching (in IN: bad IPv4 header or TCP/UDP checksum, IPv4 options,
+  a header cut short (malformed); UDP also checksum 0 or a UDP length that
+  is not the bytes present (padding, trailer)) is passed at once, ahead of
+  the aggregate its flow holds.  Its data may arrive in OUT before data
+  that came before it in IN, provided that data is all carried by the OUT
+  packets right after it in its stream that were handed up together (one
+  timestamp: the aggregate, or the segments ``merge --gso`` cut it into);
+  the rejected packets keep their order among themselves, and nothing else
+  may move.  Such packets are counted (``passed_ahead`` per protocol) and
+  named in a note, not reported as differences.  UDP offsets count
+  arrival order, so the flow is compared with the packet moved back to
+  where IN had it.  (IP fragments are compared among the other packets,
+  so overtaking a TCP/UDP aggregate changes nothing there.)
 * Everything else (not TCP/UDP, ICMP, IP fragments, packets tshark cannot
   dissect as TCP/UDP): identical bytes (Wireshark's frame MD5), same order.
 * OUT packets must not bring new problems: malformed packets, expert
@@ -89,11 +103,12 @@ FIELDS = [
     "tcp.checksum.status", "tcp.payload",
     "udp.srcport", "udp.dstport", "udp.length", "udp.checksum.status", "udp.payload",
     "_ws.malformed", "_ws.expert.severity", "_ws.expert.group", "_ws.expert.message",
+    "ip.hdr_len", "udp.checksum", "eth.padding", "eth.trailer",
 ]
 (F_NUM, F_TS, F_LEN, F_CAPLEN, F_PROTOS, F_MD5, F_CB, F_VLAN, F_IPSRC, F_IPDST, F_V6SRC,
  F_V6DST, F_MF, F_FRAGOFF, F_V6FRAG, F_IPCS, F_TSPORT, F_TDPORT, F_SEQ, F_ACK, F_TLEN,
  F_TFLAGS, F_TCS, F_TPAY, F_USPORT, F_UDPORT, F_ULEN, F_UCS, F_UPAY, F_MAL, F_SEV, F_GRP,
- F_MSG) = range(len(FIELDS))
+ F_MSG, F_IPHL, F_UCSUM, F_PAD, F_TRAILER) = range(len(FIELDS))
 _NFIELDS = len(FIELDS)
 
 _SEV_ERROR = {"8388608", "Error", "error"}           # PI_ERROR
@@ -178,6 +193,15 @@ class _Store:
     def nbytes(self):
         return sum(e - s for s, e in zip(self.st, self.en))
 
+    def get(self, s, e):
+        """The stored bytes at offsets [s, e) (bytes; only those of the
+        stored interval holding ``s``, so shorter where a hole begins)."""
+        i = bisect.bisect_right(self.st, s) - 1
+        if i < 0 or s >= self.en[i]:
+            return b""
+        b = self.buf[i]
+        return bytes(b[s - self.st[i]:min(e, self.en[i]) - self.st[i]])
+
 
 def _first_diff(a, b):
     """First offset where stores ``a`` (IN) and ``b`` (OUT) differ:
@@ -218,7 +242,7 @@ class _Stream:
     payload so far)."""
 
     __slots__ = ("key", "gen", "store", "segs", "events", "acks", "flagged", "last",
-                 "syn_seq", "npkts", "udp_end", "_idx")
+                 "syn_seq", "npkts", "udp_end", "rej", "_idx")
 
     def __init__(self, key, gen):
         self.key, self.gen = key, gen
@@ -231,6 +255,7 @@ class _Stream:
         self.syn_seq = None
         self.npkts = 0
         self.udp_end = 0
+        self.rej = set()        # frames GRO rejects before matching (see _Side.line)
         self._idx = None
 
     def abs_seq(self, raw):
@@ -284,6 +309,7 @@ class _Side:
         self.ts_back = []       # frames whose timestamp went backwards
         self.len_bad = []       # (frame, message)
         self.last_ts = None
+        self.ts_of = {}         # frame -> timestamp (int ns or None)
         self.error = None       # tshark's complaint (cut short, ...)
         self.md5 = True
         self._keys = {}
@@ -298,7 +324,7 @@ class _Side:
             self.cb_frames += 1
             return
         self.frames += 1
-        ts = _parse_ts(f[F_TS])
+        ts = self.ts_of[frame] = _parse_ts(f[F_TS])
         if ts is not None:
             if self.last_ts is not None and ts < self.last_ts:
                 self.ts_back.append(frame)
@@ -318,15 +344,21 @@ class _Side:
                         cats.add(CAT_EXPERT)
             if f[F_IPCS] and not _BAD.isdisjoint(f[F_IPCS].split(AGG)):
                 cats.add(CAT_IPCS)
+        # rejected by GRO before flow matching (so it may overtake its flow's
+        # held aggregate): bad IPv4 header checksum, a header cut short
+        # (malformed), IPv4 options; L4 checksums are added in _tcp / _udp
+        hl = f[F_IPHL]
+        rej = ((cats is not None and (CAT_IPCS in cats or CAT_MAL in cats))
+               or (hl != "" and hl != "20" and any(x != "20" for x in hl.split(AGG))))
         protos = f[F_PROTOS]
         mf, fo = f[F_MF], f[F_FRAGOFF]
         plain = ("icmp" not in protos and not f[F_V6FRAG]
                  and (not mf or mf in _FALSE or _TRUE.isdisjoint(mf.split(AGG)))
                  and (not fo or fo == "0" or all(x in ("", "0") for x in fo.split(AGG))))
         if plain and f[F_SEQ] and f[F_TLEN] and f[F_TSPORT] and ":tcp" in protos:
-            self._tcp(frame, f, cats)
+            self._tcp(frame, f, cats, rej)
         elif plain and f[F_USPORT] and f[F_ULEN] and ":udp" in protos:
-            self._udp(frame, f, cats)
+            self._udp(frame, f, cats, rej)
         else:
             self.other.append((frame, f[F_MD5], flen, frozenset(cats or ())))
 
@@ -338,7 +370,7 @@ class _Side:
             k = self._keys[ck] = _key(f, f[F_PROTOS].split(":"), sport, dport)
         return k
 
-    def _tcp(self, frame, f, cats):
+    def _tcp(self, frame, f, cats, rej=False):
         key = self.key(f, f[F_TSPORT], f[F_TDPORT])
         v = f[F_SEQ]
         raw = int(v if AGG not in v else _last(v))
@@ -355,6 +387,7 @@ class _Side:
             if cats is None:
                 cats = set()
             cats.add(CAT_L4CS)
+            rej = True
         st = self.tcp_cur.get(key)
         if st is None or (flags & SYN and st.npkts and st.syn_seq is not None
                           and raw != st.syn_seq) or (flags & SYN and st.syn_seq is None
@@ -382,8 +415,10 @@ class _Side:
             st.store.add(a, payload, frame)
         if cats:
             st.flagged.append((a, a + nominal, frame, frozenset(cats)))
+        if rej:
+            st.rej.add(frame)
 
-    def _udp(self, frame, f, cats):
+    def _udp(self, frame, f, cats, rej=False):
         key = self.key(f, f[F_USPORT], f[F_UDPORT])
         payload = _unhex(_last(f[F_UPAY])) if f[F_UPAY] else b""
         ulen = _int(_last(f[F_ULEN]))
@@ -395,6 +430,11 @@ class _Side:
             if cats is None:
                 cats = set()
             cats.add(CAT_L4CS)
+            rej = True
+        # UDP GRO also rejects checksum 0 and a UDP length other than the
+        # bytes present (Ethernet padding or trailer after the datagram)
+        if _last(f[F_UCSUM]) in ("0x0000", "0") or f[F_PAD] or f[F_TRAILER]:
+            rej = True
         st = self.udp.get(key)
         if st is None:
             st = self.udp[key] = _Stream(key, 0)
@@ -405,6 +445,8 @@ class _Side:
         st.store.add(a, payload, frame)
         if cats:
             st.flagged.append((a, a + declared, frame, frozenset(cats)))
+        if rej:
+            st.rej.add(frame)
 
 
 def _last(v):
@@ -581,6 +623,7 @@ class Verdict:
         self.by_kind = {}
         self.stats = {}
         self.notes = []
+        self.ahead = {"tcp": 0, "udp": 0}   # packets GRO rejected that overtook (not problems)
         self.seconds = 0.0
 
     def add(self, kind, message, out_frame=None, in_frame=None, stream=None):
@@ -720,13 +763,21 @@ def verify(in_path, out_path, csum="valid"):
                 "events": sum(len(s.events) for s in a.tcp.values()),
                 "pure_acks": sum(len(s.acks) for s in a.tcp.values()),
                 "packets_in": sum(s.npkts for s in a.tcp.values()),
-                "packets_out": sum(s.npkts for s in b.tcp.values())},
+                "packets_out": sum(s.npkts for s in b.tcp.values()),
+                "passed_ahead": v.ahead["tcp"]},
         "udp": {"flows": len(set(a.udp) | set(b.udp)),
                 "bytes": sum(s.store.nbytes() for s in a.udp.values()),
                 "datagrams_in": sum(s.npkts for s in a.udp.values()),
-                "datagrams_out": sum(s.npkts for s in b.udp.values())},
+                "datagrams_out": sum(s.npkts for s in b.udp.values()),
+                "passed_ahead": v.ahead["udp"]},
         "other": {"packets": len(a.other), "md5": a.md5},
     }
+    n = v.ahead["tcp"] + v.ahead["udp"]
+    if n:
+        v.notes.append(f"{n} packet{'s' if n != 1 else ''} GRO rejects before matching "
+                       "(bad checksum, IPv4 options, header cut short) arrived ahead of "
+                       "the held aggregate of their flow, as Linux passes them: expected, "
+                       "not a difference")
     v.seconds = time.perf_counter() - t0
     return v
 
@@ -796,6 +847,10 @@ def _compare_streams(a, b, v, proto, csum, sa, sb, name):
             y = ob[k] if k < len(ob) else None
             if x is not None and y is not None and x[0] == y[0] and x[1] == y[1]:
                 continue
+            moved = _tcp_rejected_ahead(sa, sb, b.ts_of) if proto == "tcp" else None
+            if moved is not None:
+                v.ahead[proto] += moved         # the GRO model's reordering
+                break
             ok = False
             if x is not None and y is not None and x[0] == y[0] and y[1] < x[1] and k + 1 < len(ob):
                 z = ob[k + 1]
@@ -810,6 +865,221 @@ def _compare_streams(a, b, v, proto, csum, sa, sb, name):
                       in_frame=x[2] if x else None, stream=name)
             break
     return ok
+
+
+def _union(ranges):
+    """Sorted disjoint (start, end) covering ``ranges`` (iterable of pairs)."""
+    out = []
+    for s, e in sorted(ranges):
+        if out and s <= out[-1][1]:
+            if e > out[-1][1]:
+                out[-1][1] = e
+        else:
+            out.append([s, e])
+    return out
+
+
+def _cut_rejected(order, rej):
+    """Split a TCP stream's arrival order into rejected and other data.
+
+    Args:
+        order: ``_Store.order``: [start, end, frame] of new data, arrival
+               order (absolute sequence numbers, end exclusive).
+        rej:   sorted disjoint [start, end] ranges (:func:`_union`) of the
+               data of packets GRO rejects before matching.
+    Returns:
+        (kept, pieces): kept = [[start, end]] of the other data in arrival
+        order, contiguous runs merged; pieces = [[start, end, before]] of
+        the rejected data in arrival order, ``before`` = bytes of kept data
+        that arrived before it (pieces arriving back to back merged).
+    """
+    kept, pieces = [], []
+    n = 0
+    starts = [r[0] for r in rej]
+    for s, e, _fr in order:
+        pos = s
+        i = max(bisect.bisect_right(starts, s) - 1, 0)
+        while pos < e:
+            while i < len(rej) and rej[i][1] <= pos:
+                i += 1
+            if i < len(rej) and rej[i][0] <= pos:
+                ce = min(e, rej[i][1])
+                if pieces and pieces[-1][1] == pos and pieces[-1][2] == n:
+                    pieces[-1][1] = ce
+                else:
+                    pieces.append([pos, ce, n])
+            else:
+                ce = e if i == len(rej) else min(e, rej[i][0])
+                if kept and kept[-1][1] == pos:
+                    kept[-1][1] = ce
+                else:
+                    kept.append([pos, ce])
+                n += ce - pos
+            pos = ce
+    return kept, pieces
+
+
+def _held_run(segs, at, skip, ts_of):
+    """Indexes into ``segs`` of the OUT packets of the aggregate a rejected
+    packet (``segs[at]``) overtook: the first later packet of the stream
+    that carries data and is not in ``skip`` (a frame set: other rejected
+    packets), and those right after it stamped with the same time (the
+    segments ``merge --gso`` cuts an aggregate into leave together).
+    [] when there is none."""
+    run, t0 = [], None
+    for x in range(at + 1, len(segs)):
+        fr, t, n, c = segs[x]
+        if fr in skip or not n:
+            continue
+        if run and ts_of.get(fr) != t0:
+            break
+        if not run:
+            t0 = ts_of.get(fr)
+        run.append(x)
+    return run
+
+
+def _tcp_rejected_ahead(sa, sb, ts_of):
+    """Whether a TCP stream's OUT order differs from IN's only as GRO
+    reorders: a packet GRO rejects before matching (IN frames in
+    ``sa.rej``: bad checksum, IPv4 options, a header cut short) is passed
+    at once and overtakes its flow's held aggregate, so its data may arrive
+    in OUT ahead of data that came before it in IN -- but only of data of
+    that one aggregate (:func:`_held_run`).
+
+    Args:
+        sa, sb: the IN and OUT :class:`_Stream` (same payload bytes).
+        ts_of:  OUT's {frame: timestamp in ns}.
+    Returns:
+        the number of rejected IN packets that arrived ahead (int >= 1), or
+        None when the orders differ otherwise (a real difference).
+    """
+    ranges = [(s, s + c) for fr, s, n, c in sa.segs if c and fr in sa.rej]
+    if not ranges:
+        return None
+    rej = _union(ranges)
+    ka, pa = _cut_rejected(sa.store.order, rej)
+    kb, pb = _cut_rejected(sb.store.order, rej)
+    if ka != kb or [p[:2] for p in pa] != [p[:2] for p in pb]:
+        return None
+    cum = [0]
+    for s, e in ka:
+        cum.append(cum[-1] + e - s)
+    segs = sb.segs
+    rstarts = sorted(r[0] for r in ranges)
+    starts = [r[0] for r in rej]
+    first = {}                      # start -> index of the first OUT segment there
+    skip = set()                    # OUT frames carrying only rejected data
+    for j, (fr, s, n, c) in enumerate(segs):
+        if c:
+            first.setdefault(s, j)
+            i = bisect.bisect_right(starts, s) - 1
+            if i >= 0 and s + c <= rej[i][1]:
+                skip.add(fr)
+    moved = 0
+    for (s, e, pin), (_, _, pout) in zip(pa, pb):
+        if pout == pin:
+            continue
+        if pout > pin:
+            return None             # delayed: GRO never holds a rejected packet
+        # the data it overtook: kept bytes [pout, pin), as sequence ranges
+        i = bisect.bisect_right(cum, pout) - 1
+        j = bisect.bisect_left(cum, pin) - 1
+        over = [(ka[k][0] + (pout - cum[k] if k == i else 0),
+                 ka[k][0] + (pin - cum[k]) if k == j else ka[k][1]) for k in range(i, j + 1)]
+        # the OUT packet that carried the piece, and the aggregate after it
+        at = first.get(s)
+        if at is None:
+            at = next((x for x, (fr, t, n, c) in enumerate(segs) if t <= s < t + c), None)
+        if at is None:
+            return None
+        held = _union((segs[x][1], segs[x][1] + segs[x][3]) for x in _held_run(segs, at, skip, ts_of))
+        hs = [h[0] for h in held]
+        for lo, hi in over:
+            h = bisect.bisect_right(hs, lo) - 1
+            if h < 0 or hi > held[h][1]:
+                return None         # more than one aggregate overtaken
+        moved += max(bisect.bisect_left(rstarts, e) - bisect.bisect_left(rstarts, s), 1)
+    return moved or None
+
+
+def _udp_in_order(sa, sb, ts_of):
+    """A UDP flow's OUT datagrams put back in IN's order, when they differ
+    from it only as GRO reorders: a datagram GRO rejects before matching
+    (IN and OUT frames in ``.rej``: bad or zero checksum, UDP length not the
+    bytes present, IPv4 options, a header cut short) is passed at once and
+    overtakes its flow's held aggregate (:func:`_held_run`), which may go
+    on merging datagrams that came after it in IN (UDP has no sequence
+    numbers to stop it).
+
+    UDP payload offsets are counted in arrival order, so such a datagram
+    would shift every offset after it; here it is moved back to where IN
+    had it (the aggregate it overtook cut in two there) and the flow is
+    rebuilt, so that bytes, boundaries and checksum flags are compared in
+    IN's offsets.
+
+    Args:
+        sa, sb: the IN and OUT :class:`_Stream` of one UDP flow.
+        ts_of:  OUT's {frame: timestamp in ns}.
+    Returns:
+        (rebuilt OUT _Stream, number of datagrams moved back (>= 1)), or
+        None when nothing moved or OUT differs otherwise (compared as is).
+    """
+    def split(st):
+        kept, rej, pos = [], [], 0
+        for x, (fr, a, n, c) in enumerate(st.segs):
+            if fr in st.rej:
+                rej.append((pos, n, x))
+            else:
+                kept.append((pos, x))
+                pos += n
+        return kept, rej, pos
+    _, ra, total_a = split(sa)
+    kb, rb, total_b = split(sb)
+    if (not ra or len(ra) != len(rb) or total_a != total_b
+            or any(x[1] != y[1] for x, y in zip(ra, rb))
+            or all(x[0] == y[0] for x, y in zip(ra, rb))):
+        return None
+    segs = sb.segs
+    moved = 0
+    for (pin, n, _), (pout, _, x) in zip(ra, rb):
+        if pout == pin:
+            continue
+        if pout > pin:
+            return None             # delayed: GRO never holds a rejected datagram
+        if pin > pout + sum(segs[y][2] for y in _held_run(segs, x, sb.rej, ts_of)):
+            return None             # it overtook more than one held aggregate
+        moved += 1
+    # OUT's pieces (index into segs, offset, length) in IN's order
+    order = []
+    k = 0
+    for pos, x in kb:
+        n = segs[x][2]
+        off = 0
+        while k < len(ra) and pos + off <= ra[k][0] < pos + n:
+            cut = ra[k][0] - pos
+            if cut > off:
+                order.append((x, off, cut - off))
+                off = cut
+            order.append((rb[k][2], 0, segs[rb[k][2]][2]))
+            k += 1
+        if n > off or not n:
+            order.append((x, off, n - off))
+    order += [(r[2], 0, segs[r[2]][2]) for r in rb[k:]]
+    cats = {fr: c for st_, e_, fr, c in sb.flagged}
+    out = _Stream(sb.key, sb.gen)
+    for x, off, n in order:
+        fr, a, _, c = segs[x]
+        data = sb.store.get(a + off, a + min(c, off + n)) if c > off else b""
+        pos = out.udp_end
+        out.udp_end += n
+        out.segs.append((fr, pos, n, len(data)))
+        out.store.add(pos, data, fr)
+        if fr in cats:
+            out.flagged.append((pos, pos + n, fr, cats[fr]))
+    out.npkts = sb.npkts
+    out.rej = sb.rej
+    return out, moved
 
 
 def _check_flags(sa, sb, v, name, csum, what):
@@ -873,6 +1143,11 @@ def _compare_udp(a, b, v, csum):
     for k in sorted(set(a.udp) | set(b.udp), key=str):
         sa, sb = a.udp.get(k), b.udp.get(k)
         name = _key_str(k, "udp")
+        if sa is not None and sb is not None and sa.rej:
+            back = _udp_in_order(sa, sb, b.ts_of)
+            if back is not None:
+                sb = back[0]
+                v.ahead["udp"] += back[1]       # the GRO model's reordering
         same = _compare_streams(a, b, v, "udp", csum, sa, sb, name)
         if sa is None or sb is None:
             if sb is not None:

@@ -82,6 +82,32 @@ def test_stats_json_and_table(small, tmp_path):
     assert p.stderr == b""
 
 
+ZERO = {"aggregates": 0, "segments": 0}
+
+
+def test_stats_documented_keys_always_present(tmp_path):
+    """gro.checksums has its five documented keys and gro.by_kind its four
+    kinds even when they count nothing (a reader may index them); the
+    table still names only what happened."""
+    wire = KERNEL / "tcp4-bulk-wire.pcap"
+    p = run_cli("merge", "--stats", "-", wire, tmp_path / "o.pcap", check=0)
+    g = json.loads(p.stdout)["gro"]
+    assert g["checksums"] == {"verified": 1109, "bad": 0, "seed": 0, "skipped_truncated": 0,
+                              "skipped_l3_flush": 0}
+    assert g["by_kind"] == {"tcp": {"aggregates": 29, "segments": 1080},
+                            "tcp_fraglist": ZERO, "udp": ZERO, "udp_fraglist": ZERO}
+    err = p.stderr.decode()
+    assert "checksums:         verified 1109\n" in err and "by kind" not in err
+    # checksums not verified, UDP only: every key there, 0
+    p = run_cli("merge", "-q", "--no-verify-csum", "--udp", "gro", "--stats", "-",
+                KERNEL / "udp4-fwd-wire.pcap", tmp_path / "u.pcap", check=0)
+    g = json.loads(p.stdout)["gro"]
+    assert g["checksums"] == dict.fromkeys(("verified", "bad", "seed", "skipped_truncated",
+                                            "skipped_l3_flush"), 0)
+    assert g["by_kind"]["tcp"] == g["by_kind"]["udp_fraglist"] == ZERO
+    assert g["by_kind"]["udp"]["aggregates"] > 0
+
+
 def test_exit_2_stats_stdout_with_stdout(small):
     p = run_cli("merge", "--no-gro", "--stats", "-", small, "-")
     assert p.returncode == 2 and b"Traceback" not in p.stderr

@@ -110,6 +110,7 @@ def _man_plain(roff):
             continue
         line = re.sub(r"\\f(\[[^]]*\]|\(..|.)", "", line)
         line = line.replace("\\-", "-").replace("\\&", "").replace("\\~", " ")
+        line = line.replace("\\%", "")
         out.append(line)
     return "\n".join(out)
 
@@ -232,3 +233,32 @@ def test_readme_has_shell_completion_and_manual():
         assert f"_PCAPGRO_COMPLETE={shell}_source pcapgro" in text
     assert "## Manual" in text
     assert "man -l man/pcapgro.1" in text
+
+
+# --- the statistics schema --------------------------------------------------
+
+def _readme_statistics():
+    text = README.read_text(encoding="utf-8")
+    start = text.index("### Statistics")
+    return text[start:text.index("\n#", start + 1)]
+
+
+def test_statistics_keys_are_documented():
+    """Every key merge writes under ``gro`` (with the fixed keys of
+    ``checksums`` and ``by_kind``) is named in README's Statistics section,
+    and every key of ``merge --gso``'s ``forward`` there and in the man
+    page (MERGE section)."""
+    from pcapgro.forward import ForwardStats
+    from pcapgro.gro.stats import CHECKSUM_KEYS, KINDS, GROStats
+    readme = _readme_statistics()
+    gro = GROStats().to_dict()
+    assert set(gro["checksums"]) == set(CHECKSUM_KEYS)
+    assert set(gro["by_kind"]) == set(KINDS)
+    keys = (list(gro) + list(gro["segments_per_aggregate"]) + list(gro["snaplen"])
+            + list(CHECKSUM_KEYS) + list(KINDS) + ["forward", *ForwardStats.FIELDS])
+    missing = [k for k in keys if f"`{k}`" not in readme]
+    assert not missing, f"README's Statistics section does not name: {missing}"
+    merge = man_sections()["MERGE"]
+    missing = [k for k in ("forward", *ForwardStats.FIELDS)
+               if not re.search(r"^\.BR? " + k + r"\b", merge, re.M)]
+    assert not missing, f"the man page's MERGE section does not name: {missing}"

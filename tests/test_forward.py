@@ -193,6 +193,46 @@ def test_egress_mtu_drops_df_and_ipv6(name, field):
     assert st.icmp_frag_needed + st.icmpv6_too_big == n_icmp
 
 
+@needs_kernel_captures
+@pytest.mark.parametrize("fraglist", [False, True])
+def test_aggregates_dropped_whole_are_not_counted_as_sent(fraglist):
+    """Egress MTU 68: every DF aggregate is dropped before GSO (ICMP
+    fragmentation needed), so none counts as segmented / given back; the
+    table says what was dropped instead of "29 aggregates cut into 1080
+    segments"."""
+    inp = packets("tcp4-bulk")
+    out, st = forward(inp, GROConfig(fraglist=fraglist), egress_mtu=68)
+    d = st.to_dict()["forward"]
+    assert st.gro.aggregates > 0 and len(out) == d["packets_out"] < 30
+    assert d["segmented"] == d["segments"] == d["fraglist"] == d["fraglist_packets"] == 0
+    assert d["dropped_mtu"] == len(inp) - len(out)
+    table = "\n".join(st.table())
+    assert "0 aggregates sent as 0 segments, 0 fraglist aggregates sent as 0 packets" in table
+    assert (f"dropped, too big for the egress MTU: {d['dropped_mtu']} packets "
+            f"({d['icmp_frag_needed']} ICMP fragmentation needed counted)") in table
+    # a bridge drops only the segments that do not fit: the short last
+    # segment of an aggregate is sent, so that aggregate counts, with it alone
+    out, st = forward(inp, GROConfig(), egress_mtu=1000, router=False)
+    d = st.to_dict()["forward"]
+    assert 0 < d["segmented"] == d["segments"] < st.gro.aggregates
+    assert d["packets_out"] == len(out)
+
+
+def test_ttl_expired_aggregates_are_not_counted_as_sent():
+    frames, plan = fo.udp_frames(n_bursts=2, burst=4)
+    inp = fo.timed(frames, plan)
+    for p in inp:
+        b = bytearray(p.data)
+        b[22] = 1                       # TTL 1: the router drops the aggregate
+        p.data = normalized(bytes(b), 1)
+    for cfg in (GROConfig(fraglist=True, hash="none"), GROConfig(udp="gro", hash="none")):
+        out, st = forward(inp, cfg)
+        d = st.to_dict()["forward"]
+        assert out == [] and d["ttl_expired"] == len(inp) and st.gro.aggregates == 2
+        assert d["segmented"] == d["fraglist"] == d["segments"] == d["fraglist_packets"] == 0
+        assert "dropped, TTL expired: 8 packets (2 ICMP time exceeded counted)" in "\n".join(st.table())
+
+
 def test_no_df_fragmented_and_reassembles():
     frames, plan = fo.udp_frames(n_bursts=2, burst=4, payload=1400, df=False,
                                   last_short=False)

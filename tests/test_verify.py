@@ -81,6 +81,7 @@ def test_summary_and_json(tmp_path):
     _ok(run_cli("verify", "-q", "--stats", stats, WIRE, out))
     d = json.loads(stats.read_text())
     assert d["problems_total"] == 0 and d["tcp"]["streams"] == 2
+    assert d["tcp"]["passed_ahead"] == 0 and d["udp"]["passed_ahead"] == 0 and not d["notes"]
     # merge --verify puts the verdict in its statistics
     p = run_cli("merge", "-q", "--verify", "--stats", "-", WIRE, tmp_path / "m2.pcap")
     _ok(p)
@@ -322,6 +323,131 @@ def test_cut_short_output(tmp_path):
     p = run_cli("verify", "--json", TSO, out)
     assert p.returncode == 1
     assert "damaged" in json.loads(p.stdout)["problems_by_kind"]
+
+
+# ---------------------------------------------------------------------------
+# packets GRO rejects before matching overtake their flow's held aggregate
+# (README "merge: the GRO model"): expected, not a difference -- but nothing
+# else may move
+
+def _ip4_csum(b):
+    ihl = (b[14] & 15) * 4
+    b[24:26] = b"\0\0"
+    s = sum(struct.unpack(f"!{ihl // 2}H", bytes(b[14:14 + ihl])))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    b[24:26] = struct.pack("!H", 0xFFFF - s)
+
+
+def _reject(b, how):
+    """Make Ethernet frame ``b`` (bytearray) one GRO rejects before matching."""
+    v6 = b[12:14] == b"\x86\xdd"
+    l4 = 14 + (40 if v6 else (b[14] & 15) * 4)
+    tcp = b[14 + (6 if v6 else 9)] == 6
+    if how == "l4-csum":
+        b[l4 + (16 if tcp else 6)] ^= 0x01
+    elif how == "udp-zero-csum":
+        b[l4 + 6:l4 + 8] = b"\0\0"
+    elif how == "ip-csum":
+        b[24] ^= 0x01
+    elif how == "ip-options":            # four option bytes (NOP NOP NOP EOL)
+        b[14:] = b[14:34] + b"\x01\x01\x01\x00" + b[34:]
+        b[14] = 0x46
+        b[16:18] = struct.pack("!H", struct.unpack("!H", b[16:18])[0] + 4)
+        _ip4_csum(b)
+
+
+def _mid_aggregate(recs):
+    """Index of a full-sized data packet in the middle of the capture whose
+    two predecessors, of its flow and size, came right before it (GRO holds
+    them)."""
+    for i in range(len(recs) // 2, len(recs) - 1):
+        if len(recs[i][3]) > 1000 and all(
+                len(recs[j][3]) == len(recs[i][3]) and _flow(recs[j][3]) == _flow(recs[i][3])
+                for j in (i - 2, i - 1, i + 1)):
+            return i
+    raise AssertionError("no packet inside an aggregate")
+
+
+def _rejected_input(tmp_path, name, how):
+    hdr, e, recs = read_pcap(KERNEL / name)
+    i = _mid_aggregate(recs)
+    _reject(recs[i][3], how)
+    recs[i][2] = len(recs[i][3])
+    src = tmp_path / "in.pcap"
+    write_pcap(src, hdr, e, recs)
+    return src, bytes(recs[i][3])
+
+
+REJECTED = [("tcp4-bulk-wire.pcap", [], "l4-csum", "bad_tcp_csum"),
+            ("tcp4-bulk-wire.pcap", [], "ip-csum", "bad_ip_csum"),
+            ("tcp4-bulk-wire.pcap", [], "ip-options", "ip_options"),
+            ("tcp4-bulk-wire.pcap", ["--gso"], "l4-csum", "bad_tcp_csum"),
+            ("tcp6-bulk-wire.pcap", ["--fraglist"], "l4-csum", "bad_tcp_csum"),
+            ("udp4-fwd-wire.pcap", ["--udp", "gro"], "l4-csum", "bad_udp_csum"),
+            ("udp4-fwd-wire.pcap", ["--udp", "gro"], "udp-zero-csum", "udp_zero_csum"),
+            ("udp4-fwd-wire.pcap", ["--udp", "gro"], "ip-options", "ip_options"),
+            ("udp6-fwd-wire.pcap", ["--udp", "gro"], "l4-csum", "bad_udp_csum"),
+            ("udp6-fwd-wire.pcap", ["--udp", "gro", "--gso"], "l4-csum", "bad_udp_csum"),
+            ("udp4-fraglist-wire.pcap", ["--fraglist"], "ip-csum", "bad_ip_csum")]
+
+
+@pytest.mark.parametrize("name,args,how,reason", REJECTED,
+                         ids=[f"{r[0][:4]}-{r[2]}{''.join(r[1])}" for r in REJECTED])
+def test_rejected_packet_overtaking_is_not_a_difference(tmp_path, name, args, how, reason):
+    """merge passes the packet at once, ahead of the aggregate its flow
+    holds (as Linux does): verify counts it and says so, exit 0."""
+    src, _ = _rejected_input(tmp_path, name, how)
+    out = tmp_path / "out.pcapng"
+    p = run_cli("merge", "-q", *args, "--verify", "--stats", "-", src, out)
+    _ok(p)
+    d = json.loads(p.stdout)
+    assert d["gro"]["pass_reasons"][reason] == 1
+    v = d["verify"]
+    proto = name[:3]
+    assert v["result"] == "faithful" and v[proto]["passed_ahead"] == 1
+    assert v["tcp" if proto == "udp" else "udp"]["passed_ahead"] == 0
+    assert any("ahead of the held aggregate" in n for n in v["notes"])
+    p = run_cli("verify", src, out)
+    _ok(p)
+    assert "note: 1 packet GRO rejects before matching" in p.stdout.decode()
+
+
+def _moved(tmp_path, src, out, k, to):
+    """OUT (classic pcap) with record ``k`` moved to index ``to``, the
+    timestamps left in place; the verify JSON of IN ``src`` against it."""
+    hdr, e, recs = read_pcap(out)
+    rr = [list(r) for r in recs]
+    rr.insert(to, rr.pop(k))
+    for r, o in zip(rr, recs):
+        r[0], r[1] = o[0], o[1]
+    bad = tmp_path / "moved.pcap"
+    write_pcap(bad, hdr, e, rr)
+    p = run_cli("verify", "--json", src, bad)
+    return p.returncode, json.loads(p.stdout)
+
+
+@pytest.mark.parametrize("name,args", [("tcp4-bulk-wire.pcap", []),
+                                       ("udp4-fwd-wire.pcap", ["--udp", "gro"])])
+def test_rejected_packet_may_only_overtake_its_held_aggregate(tmp_path, name, args):
+    """Only the reordering GRO makes is accepted: the rejected packet put
+    back after the aggregate is faithful too; delayed past the packet after
+    it, or ahead of two of its flow's packets, is a difference."""
+    src, rejected = _rejected_input(tmp_path, name, "l4-csum")
+    out = tmp_path / "out.pcap"
+    run_cli("merge", "-q", *args, src, out, check=0)
+    recs = read_pcap(out)[2]
+    k = next(j for j, r in enumerate(recs) if bytes(r[3]) == rejected)
+    flow = [j for j, r in enumerate(recs) if _flow(r[3]) == _flow(rejected)]
+    at = flow.index(k)
+    prev, held, after = flow[at - 1], flow[at + 1], flow[at + 2]
+    rc, d = _moved(tmp_path, src, out, k, held)            # where IN had it
+    assert rc == 0 and d[name[:3]]["passed_ahead"] == 0, d["problems"]
+    for to in (after, prev):                               # delayed; two ahead
+        rc, d = _moved(tmp_path, src, out, k, to)
+        assert rc == 1 and d[name[:3]]["passed_ahead"] == 0
+        assert set(d["problems_by_kind"]) <= {"order", "payload", "checksum"}, d["problems"]
+        assert d["problems_by_kind"].get("order" if name.startswith("tcp") else "payload")
 
 
 # ---------------------------------------------------------------------------

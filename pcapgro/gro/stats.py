@@ -2,7 +2,12 @@
 
 from collections import Counter
 
-__all__ = ["GROStats"]
+__all__ = ["GROStats", "CHECKSUM_KEYS", "KINDS"]
+
+# The fixed keys of the JSON statistics (README "Statistics"): always
+# present, 0 when nothing was counted, so that readers can index them.
+CHECKSUM_KEYS = ("verified", "bad", "seed", "skipped_truncated", "skipped_l3_flush")
+KINDS = ("tcp", "tcp_fraglist", "udp", "udp_fraglist")
 
 
 class GROStats:
@@ -18,15 +23,17 @@ class GROStats:
         flush:       Counter Flush reason -> held packets completed for it
                      (aggregates and singles alike).
         hist:        Counter segments-per-aggregate -> aggregates.
-        csum:        Counter: verified, bad, seed (pseudo-header seed trusted),
-                     skipped_truncated, skipped_l3_flush, skipped_disabled.
+        csum:        Counter (:data:`CHECKSUM_KEYS`): verified, bad, seed
+                     (pseudo-header seed trusted), skipped_truncated,
+                     skipped_l3_flush; with verification off
+                     (``--no-verify-csum``) nothing is counted.
         cut_aggregates: aggregates holding a segment cut by the snaplen
                      (written with the payload contiguous from the start).
         cut_bytes_left_out: captured payload bytes of segments after the
                      first cut one in such aggregates, not in the output.
-        by_kind, segments_by_kind: Counter protocol and mode ('tcp',
-                     'tcp_fraglist', 'udp', 'udp_fraglist') -> aggregates /
-                     segments in them.
+        by_kind, segments_by_kind: Counter protocol and mode (:data:`KINDS`:
+                     'tcp', 'tcp_fraglist', 'udp', 'udp_fraglist') ->
+                     aggregates / segments in them.
     """
 
     def __init__(self):
@@ -50,7 +57,12 @@ class GROStats:
         self.cut_bytes_left_out += left_out
 
     def to_dict(self):
-        """The statistics as a JSON-ready dict (schema in README, "gro")."""
+        """The statistics as a JSON-ready dict (schema in README, "gro").
+
+        ``checksums`` always has the five :data:`CHECKSUM_KEYS` and
+        ``by_kind`` the four :data:`KINDS` (each {"aggregates", "segments"}),
+        0 when none; ``flush_reasons``, ``pass_reasons`` and the histogram
+        list only what occurred.  Counts of packets / aggregates (ints)."""
         n_agg = self.aggregates
         return {
             "packets": self.packets,
@@ -65,9 +77,13 @@ class GROStats:
             },
             "flush_reasons": {k.value: v for k, v in sorted(self.flush.items(), key=lambda kv: kv[0].value)},
             "pass_reasons": {k.value: v for k, v in sorted(self.passed.items(), key=lambda kv: kv[0].value)},
-            "checksums": dict(sorted(self.csum.items())),
-            "by_kind": {k: {"aggregates": v, "segments": self.segments_by_kind[k]}
-                        for k, v in sorted(self.by_kind.items())},
+            "checksums": {**{k: self.csum[k] for k in CHECKSUM_KEYS},
+                          **{k: v for k, v in sorted(self.csum.items())
+                             if k not in CHECKSUM_KEYS}},
+            "by_kind": {**{k: {"aggregates": self.by_kind[k],
+                               "segments": self.segments_by_kind[k]} for k in KINDS},
+                        **{k: {"aggregates": v, "segments": self.segments_by_kind[k]}
+                           for k, v in sorted(self.by_kind.items()) if k not in KINDS}},
             "snaplen": {"aggregates": self.cut_aggregates,
                         "captured_bytes_left_out": self.cut_bytes_left_out},
         }
@@ -81,19 +97,20 @@ class GROStats:
             f"{d['aggregates']} aggregates (mean {spa['mean']}, max {spa['max']} segments), "
             f"{d['singles']} held unmerged, {d['passed']} passed",
         ]
-        if len(d["by_kind"]) > 1 or any(k != "tcp" for k in d["by_kind"]):
+        kinds = {k: v for k, v in d["by_kind"].items() if v["aggregates"]}
+        if len(kinds) > 1 or any(k != "tcp" for k in kinds):
             lines.append("  by kind:           " + ", ".join(
                 f"{k} {v['aggregates']} ({v['segments']} segments)"
-                for k, v in d["by_kind"].items()))
+                for k, v in kinds.items()))
         if d["flush_reasons"]:
             lines.append("  completed because: " + ", ".join(
                 f"{k} {v}" for k, v in sorted(d["flush_reasons"].items(), key=lambda kv: -kv[1])))
         if d["pass_reasons"]:
             lines.append("  passed because:    " + ", ".join(
                 f"{k} {v}" for k, v in sorted(d["pass_reasons"].items(), key=lambda kv: -kv[1])))
-        if d["checksums"]:
+        if any(d["checksums"].values()):
             lines.append("  checksums:         " + ", ".join(
-                f"{k} {v}" for k, v in d["checksums"].items()))
+                f"{k} {v}" for k, v in d["checksums"].items() if v))
         if self.cut_aggregates:
             lines.append(f"  snaplen:           {self.cut_aggregates} aggregates hold segments "
                          f"cut by the snaplen: they carry the payload contiguous from their "
