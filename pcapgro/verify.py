@@ -867,11 +867,12 @@ def _compare_streams(a, b, v, proto, csum, sa, sb, name):
     return ok
 
 
-def _union(ranges):
-    """Sorted disjoint (start, end) covering ``ranges`` (iterable of pairs)."""
+def _union(ranges, adjacent=True):
+    """Sorted disjoint (start, end) covering ``ranges`` (iterable of pairs);
+    ranges that only touch are joined too unless ``adjacent`` is False."""
     out = []
     for s, e in sorted(ranges):
-        if out and s <= out[-1][1]:
+        if out and (s <= out[-1][1] if adjacent else s < out[-1][1]):
             if e > out[-1][1]:
                 out[-1][1] = e
         else:
@@ -891,10 +892,14 @@ def _cut_rejected(order, rej):
         (kept, pieces): kept = [[start, end]] of the other data in arrival
         order, contiguous runs merged; pieces = [[start, end, before]] of
         the rejected data in arrival order, ``before`` = bytes of kept data
-        that arrived before it (pieces arriving back to back merged).
+        that arrived before it (pieces of one range of ``rej`` arriving back
+        to back merged; not those of two ranges, even adjacent ones: of two
+        rejected packets in a row, the first may overtake the held
+        aggregate and the second not).
     """
     kept, pieces = [], []
     n = 0
+    last_i = -1
     starts = [r[0] for r in rej]
     for s, e, _fr in order:
         pos = s
@@ -904,10 +909,11 @@ def _cut_rejected(order, rej):
                 i += 1
             if i < len(rej) and rej[i][0] <= pos:
                 ce = min(e, rej[i][1])
-                if pieces and pieces[-1][1] == pos and pieces[-1][2] == n:
+                if pieces and pieces[-1][1] == pos and pieces[-1][2] == n and last_i == i:
                     pieces[-1][1] = ce
                 else:
                     pieces.append([pos, ce, n])
+                last_i = i
             else:
                 ce = e if i == len(rej) else min(e, rej[i][0])
                 if kept and kept[-1][1] == pos:
@@ -957,7 +963,7 @@ def _tcp_rejected_ahead(sa, sb, ts_of):
     ranges = [(s, s + c) for fr, s, n, c in sa.segs if c and fr in sa.rej]
     if not ranges:
         return None
-    rej = _union(ranges)
+    rej = _union(ranges, adjacent=False)     # one range per rejected packet
     ka, pa = _cut_rejected(sa.store.order, rej)
     kb, pb = _cut_rejected(sb.store.order, rej)
     if ka != kb or [p[:2] for p in pa] != [p[:2] for p in pb]:
