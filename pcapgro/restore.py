@@ -5,10 +5,12 @@ packet whose timestamp it moved) carries, besides a readable comment, a
 second ``opt_comment`` that records how to give back its original packets
 exactly::
 
-    pcapgro-restore v1 i=<n> t=<ns> f=<flags> h=<len>,<diffs> s=<di>,<dt>,<len>,<diffs>;... m=<row>:<items>;...
+    pcapgro-restore v1 i=<n> t=<ns> b=<type> f=<flags> h=<len>,<diffs> s=<di>,<dt>,<len>,<diffs>;... m=<row>:<items>;...
 
 * ``i``: the first packet's input index (0-based packet number), ``t``
-  its original timestamp (ns since the epoch), ``f`` (optional) its
+  its original timestamp (ns since the epoch), ``b`` (optional) its block
+  type when it was not an EPB (3 = Simple Packet Block, 2 = obsolete
+  Packet Block: merge writes it as an EPB), ``f`` (optional) its
   original epb_flags word.
 * A record with only ``i`` and ``t`` marks a packet written unchanged but
   out of its input position or time: a held packet that merged nothing, or
@@ -57,7 +59,7 @@ from urllib.parse import quote, unquote_to_bytes
 import numpy as np
 
 from .linklayer import ETH_P_IP, network_layer
-from .record import BLOCK_EPB, EPB_FLAG_TSO, Packet, PacketMeta, Section
+from .record import BLOCK_EPB, BLOCK_PB, BLOCK_SPB, EPB_FLAG_TSO, Packet, PacketMeta, Section
 
 __all__ = ["TAG", "encode", "decode", "restore", "Restorer", "RecordMismatch"]
 
@@ -152,6 +154,7 @@ def encode(written_hdr, pkts, pays, idxs, flags=None):
         pays:  payload offset of each packet, bytes.
         idxs:  input index of each packet.
         flags: the first packet's original epb_flags, or None.
+    The first packet's block type, when not an EPB, is recorded (``b=``).
     """
     p0 = pkts[0]
     t0, i0 = p0.ts, idxs[0]
@@ -162,10 +165,12 @@ def encode(written_hdr, pkts, pays, idxs, flags=None):
                        [len(p.data) - o for p, o, _ in rest],
                        [i - i0 for _, _, i in rest],
                        [(k, p.meta) for k, (p, _, _) in enumerate(rest, 1)
-                        if p.meta is not None])
+                        if p.meta is not None],
+                       p0.meta.block if p0.meta is not None else None)
 
 
-def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis, metas=None):
+def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis, metas=None,
+                block=None):
     """:func:`encode` from the first Packet ``p0`` (payload from offset
     ``pay0``, input index ``i0``) and, for each later segment, its header
     bytes (bytes or memoryview), timestamp offset from ``p0`` (ns), payload
@@ -173,9 +178,10 @@ def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis, metas=No
     segment): the engine calls it without making a Packet per segment.
     ``metas``: None or a list of ``(row, PacketMeta)`` for the later
     segments that carry metadata, ``row`` their 1-based position in the
-    lists, ascending (the ``m=`` field; empty metadata is left out)."""
+    lists, ascending (the ``m=`` field; empty metadata is left out).
+    ``block``: the first packet's block type when not an EPB (``b=``)."""
     h0 = p0.data[:pay0]
-    parts = [f"{TAG}i={i0} t={p0.ts}"]
+    parts = [f"{TAG}i={i0} t={p0.ts}" + block_field(block)]
     if flags is not None:
         parts.append(f"f={flags}")
     parts.append(f"h={len(p0.data) - pay0},{_diff1(h0, written_hdr)}")
@@ -215,6 +221,12 @@ def _hex(v, empty=False):
     return bytes.fromhex(v)
 
 
+def block_field(block):
+    """`` b=<type>`` for a packet stored in a Simple or obsolete Packet
+    Block (merge writes it as an EPB, with its record), else ''."""
+    return f" b={block}" if block is not None and block != BLOCK_EPB else ""
+
+
 def _meta_items(meta):
     """The ``m=`` items (str) of one packet's PacketMeta: ``b<type>``,
     ``f<flags>``, ``c<percent-encoded comment>``..., ``o<code>.<hex>``...
@@ -231,16 +243,27 @@ def _meta_items(meta):
     return ",".join(items)
 
 
+_OPT_AS_ITEM = (0, 1, 2)     # opt_endofopt; opt_comment -> c, epb_flags -> f
+_OPT_LEN = {4: 8, 5: 8, 6: 4}   # epb_dropcount, epb_packetid, epb_queue (bytes)
+
+
 def _meta_decode(items):
     """PacketMeta from :func:`_meta_items` output.
 
     Raises:
         ValueError: an item that :func:`_meta_items` cannot have written."""
     block, flags, comments, options = BLOCK_EPB, None, [], []
+    seen = set()
     for it in items.split(","):
         k, v = it[:1], it[1:]
+        if k in ("b", "f"):
+            if k in seen:
+                raise ValueError(f"item {k} twice")
+            seen.add(k)
         if k == "b":
             block = _uint(v, 1 << 32)
+            if block not in (BLOCK_SPB, BLOCK_PB):      # an EPB is written without b
+                raise ValueError(f"bad block type {v[:12]!r}")
         elif k == "f":
             flags = _uint(v, 1 << 32)
         elif k == "c":
@@ -252,7 +275,13 @@ def _meta_decode(items):
             code, dot, hx = v.partition(".")
             if not dot:
                 raise ValueError(f"bad option item {it[:40]!r}")
-            options.append((_uint(code, 1 << 16), _hex(hx, empty=True)))
+            code, val = _uint(code, 1 << 16), _hex(hx, empty=True)
+            if code in _OPT_AS_ITEM or len(val) > 0xFFFF or (
+                    code in _OPT_LEN and len(val) != _OPT_LEN[code]):
+                # end of options, comments and flags are never o items, and
+                # a fixed-size option of another size is no option at all
+                raise ValueError(f"bad option item {it[:40]!r}")
+            options.append((code, val))
         else:
             raise ValueError(f"bad metadata item {it[:40]!r}")
     return PacketMeta(block=block, comments=comments, flags=flags, options=options)
@@ -311,7 +340,7 @@ def decode(text):
         not ascending, ``s``/``m``/``f`` without ``h``, ...)."""
     if not text.startswith(TAG):
         raise ValueError("not a pcapgro restore record")
-    out = {"f": None, "h": None, "s": [], "m": []}
+    out = {"f": None, "h": None, "s": [], "m": [], "b": None}
     seen = set()
     for field in text[len(TAG):].split(" "):
         k, eq, v = field.partition("=")
@@ -324,6 +353,10 @@ def decode(text):
             out["t"] = _uint(v, _TS_END)
         elif k == "f":
             out["f"] = _uint(v, 1 << 32)
+        elif k == "b":
+            out["b"] = _uint(v, 1 << 32)
+            if out["b"] not in (BLOCK_SPB, BLOCK_PB):
+                raise ValueError(f"bad block type {v[:12]!r}")
         elif k == "h":
             n, comma, d = v.partition(",")
             if not comma:
@@ -510,6 +543,18 @@ def restore(pkt):
         raise RecordMismatch(str(e), idxs) from None
 
 
+def _as_block(meta, block):
+    """``meta`` (PacketMeta or None) as stored in a block of type ``block``
+    (the record's ``b=``: the first packet was a Simple or obsolete Packet
+    Block, which merge had to write as an EPB); unchanged when None."""
+    if block is None:
+        return meta
+    if meta is None:
+        return PacketMeta(block=block)
+    return PacketMeta(block=block, comments=list(meta.comments), flags=meta.flags,
+                      options=list(meta.options))
+
+
 def _restore(pkt, r):
     """:func:`restore` once record ``r`` (from :func:`decode`) is read.
 
@@ -518,7 +563,7 @@ def _restore(pkt, r):
     meta = pkt.meta
     if r["h"] is None:              # written unchanged, moved in time/order
         return [(r["i"], Packet(r["t"], pkt.data, pkt.orig_len, pkt.iface,
-                                pkt.linktype, _strip_level(meta, False)))]
+                                pkt.linktype, _as_block(_strip_level(meta, False), r["b"])))]
     data = pkt.data
     if len(data) != pkt.orig_len:
         raise ValueError(f"{len(data)} of {pkt.orig_len} bytes captured (cut by a "
@@ -533,7 +578,7 @@ def _restore(pkt, r):
                          f"packet carries {len(data) - hlen}")
     h0 = _apply(data[:hlen], d0)
     pos = hlen + n0
-    m0 = _strip_level(meta, True)
+    m0 = _as_block(_strip_level(meta, True), r["b"])
     if r["f"] is not None:
         m0 = m0 or PacketMeta()
         m0.flags = r["f"]

@@ -118,10 +118,19 @@ def test_diff1_equals_diffs(case):
         assert _diff1(h, ref) == _diffs(h, ref)
 
 
+def _sized(opt):
+    """An option as a pcapng file can hold it: the fixed-size EPB options
+    (dropcount, packetid: 8 bytes; queue: 4) at their size."""
+    code, v = opt
+    n = {4: 8, 5: 8, 6: 4}.get(code)
+    return (code, (v + bytes(8))[:n]) if n else (code, v)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from([6, 3, 2]), st.lists(st.text(max_size=30), max_size=3),
        st.none() | st.integers(0, (1 << 32) - 1),
-       st.lists(st.tuples(st.integers(3, 0xFFFF), st.binary(max_size=12)), max_size=3))
+       st.lists(st.tuples(st.integers(3, 0xFFFF), st.binary(max_size=12)).map(_sized),
+                max_size=3))
 def test_segment_metadata_round_trips(block, comments, flags, options):
     """The m= items of a later segment give back its PacketMeta exactly,
     whatever its comments hold (separators, '%', any Unicode)."""
@@ -138,3 +147,14 @@ def test_segment_metadata_round_trips(block, comments, flags, options):
     p0 = Packet(5, bytes(20) + b"P", 21)
     rec = encode(bytes(20), [p0, Packet(6, bytes(20) + b"Q", 21, meta=m)], [20, 20], [0, 1])
     assert decode(rec)["m"][0][0] == 1
+
+
+@pytest.mark.parametrize("items", ["o0.00000000", "o1.41", "o2.0100000000", "o2.01000000",
+                                   "o6.0102", "o4.01", "b6", "b9", "f1,f2", "b3,b3"])
+def test_metadata_items_merge_never_writes_are_refused(items):
+    """A changed m= item (an option that is an item of its own, a fixed-size
+    option of another size, an EPB written as b6, an item twice) makes the
+    record unfit: applied, it could write a block readers refuse."""
+    from pcapgro.restore import _meta_decode
+    with pytest.raises(ValueError):
+        _meta_decode(items)
