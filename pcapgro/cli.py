@@ -542,11 +542,13 @@ Examples:
 @cli.command(epilog=_SPLIT_EPILOG)
 @click.option("--mss", type=click.IntRange(8, 65535), metavar="N",
               help="TCP segment payload size for every flow (default: per flow from the "
-                   "capture: SYN MSS, largest segment, else what fits --mtu).")
+                   "capture: SYN MSS, gso_size recorded by pcapgro merge, largest "
+                   "segment, else what fits --mtu).")
 @click.option("--mtu", type=click.IntRange(68, 65535), default=1500, show_default=True, metavar="N",
               help="Largest L3 length of a segment when no MSS is known.")
 @click.option("--gso-size", type=click.IntRange(8, 65535), metavar="N",
-              help="UDP datagram payload size (UDP super-packets need it).")
+              help="UDP datagram payload size (UDP super-packets need it, except "
+                   "pcapgro merge's own aggregates, which record it).")
 @click.option("--fixed-id", is_flag=True, help="Keep the IPv4 ID on every segment (SKB_GSO_TCP_FIXEDID).")
 @click.option("--restore", is_flag=True,
               help="Give back the exact original packets of pcapgro merge's own aggregates "
@@ -560,7 +562,8 @@ def split(in_path, out_path, quiet, out_format, stats_path, do_verify, **opts):
 
     TCP super-frames (including IPv4 total length 0 and IPv6 jumbograms)
     become MSS-sized segments with correct headers and checksums; UDP
-    super-packets need --gso-size.  Packets that need no split pass
+    super-packets need --gso-size (pcapgro merge's own aggregates record
+    it).  Packets that need no split pass
     unchanged (partial checksums from a sender's offload are completed).
     """
     live = _live(opts, quiet)

@@ -221,6 +221,23 @@ def _hex(v, empty=False):
     return bytes.fromhex(v)
 
 
+_GSO_SIZE = re.compile(r", gso_size ([0-9]{1,5})$")
+
+
+def recorded_gso_size(meta):
+    """The gso_size (bytes, int) pcapgro merge recorded in the comment of an
+    aggregate it wrote ("pcapgro: GRO aggregate (TCP) of N segments,
+    gso_size M"; the latest merge's when there are several), or 0 when
+    ``meta`` (PacketMeta or None) has none."""
+    if meta is None:
+        return 0
+    for c in reversed(meta.comments):
+        if c.startswith(AGG_TAG):
+            m = _GSO_SIZE.search(c)
+            return int(m.group(1)) if m else 0
+    return 0
+
+
 def block_field(block):
     """`` b=<type>`` for a packet stored in a Simple or obsolete Packet
     Block (merge writes it as an EPB, with its record), else ''."""

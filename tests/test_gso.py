@@ -262,3 +262,38 @@ def test_ordinary_captures_pass_byte_identical(name):
     out, st = split(PUBLIC / name, complete_csum=False)
     assert [(p.ts, p.data, p.orig_len) for p in out] == [(p.ts, p.data, p.orig_len) for p in inp]
     assert st.split == 0
+
+
+def _recorded_roundtrip(tmp_path, wire, merge_args, split_args, keep=lambda p: True):
+    """merge WIRE (pcapng, annotated) then split it with SPLIT_ARGS; returns
+    (packets of WIRE kept, packets split, split's size_sources)."""
+    import json
+    from capture_helpers import run_cli
+    from pcapgro.capture import open_reader, open_writer
+    src = tmp_path / "in.pcap"
+    w = open_writer(src, "pcap")
+    kept = []
+    for e in open_reader(wire):
+        if type(e) is not Packet or keep(e):
+            w.write(e)
+            if type(e) is Packet:
+                kept.append(e.data)
+    w.close()
+    m, s = tmp_path / "m.pcapng", tmp_path / "s.pcap"
+    run_cli("merge", "-q", *merge_args, src, m, check=0)
+    p = run_cli("split", "-q", "--stats", "-", *split_args, m, s, check=0)
+    got = [e.data for e in open_reader(s) if type(e) is Packet]
+    return kept, got, json.loads(p.stdout)["gso"]["size_sources"]
+
+
+def test_split_takes_gso_size_from_pcapgro_aggregates(tmp_path):
+    """An aggregate pcapgro merge wrote records its gso_size: UDP needs no
+    --gso-size, and a TCP flow without a SYN is cut at the recorded size,
+    not the MTU's (merge then split gives the wire back)."""
+    kept, got, src = _recorded_roundtrip(tmp_path, KERNEL / "udp4-fwd-wire.pcap",
+                                         ["--udp", "gro"], [])
+    assert got == kept and src == {"recorded": 1}
+    no_syn = lambda p: not (len(p.data) > 47 and p.data[47] & 0x02)     # IPv4/TCP SYN bit
+    kept, got, src = _recorded_roundtrip(tmp_path, KERNEL / "tcp4-bulk-wire.pcap", [],
+                                         ["--mtu", "9000"], keep=no_syn)
+    assert got == kept and src == {"recorded": 1}

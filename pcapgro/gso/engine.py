@@ -11,10 +11,13 @@ What a capture lacks, and how it is modelled:
 
 * gso_size.  TCP: ``--mss``, else the MSS option of the peer's SYN /
   SYN-ACK, else of the sender's own SYN (both less the TCP option bytes the
-  data segment carries, as tcp_current_mss does), else the largest
-  non-super segment of the flow so far, else what fits ``mtu``.  Without
-  ``--mss`` and without a SYN MSS a TCP packet is a super-frame only when
-  its L3 length exceeds ``mtu``.  UDP: only ``gso_size``.
+  data segment carries, as tcp_current_mss does), else the gso_size
+  pcapgro merge recorded in its aggregate's comment (what the kernel's
+  skb carries into GSO; :func:`pcapgro.restore.recorded_gso_size`), else
+  the largest non-super segment of the flow so far, else what fits
+  ``mtu``.  Without ``--mss``, a SYN MSS or a recorded gso_size a TCP
+  packet is a super-frame only when its L3 length exceeds ``mtu``.  UDP:
+  ``gso_size``, else the recorded one.
 * Segment timestamps.  Segment k of n gets ``ts + k * step`` (integer ns):
   ``step`` is the wire time of the first (full-sized) segment's frame at
   ``link_rate`` (``ceil(orig_len * 8 * 1e9 / link_rate)``, no preamble or
@@ -44,7 +47,7 @@ from ..fcs import ETH_FCS, InterfaceFCS, refresh_fcs, with_fcs
 from ..linklayer import ETH_P_IP, network_layer
 from ..checksum import checksum, fold, ones_sum, pseudo_sum_v4, pseudo_sum_v6
 from ..record import EPB_FLAG_TSO, Packet, PacketMeta, Section
-from ..restore import own_comment
+from ..restore import own_comment, recorded_gso_size
 from . import ipv4, ipv6, tcp, udp
 from .config import TCP_MIN_GSO_SIZE, GSOConfig
 from .reasons import Pass, SizeSource
@@ -255,6 +258,8 @@ class GSOSplitter:
                 elif fl is not None and fl.syn_mss - opt >= TCP_MIN_GSO_SIZE:
                     if P > fl.syn_mss - opt:
                         return None
+                elif pkt.meta is not None and recorded_gso_size(pkt.meta) >= TCP_MIN_GSO_SIZE:
+                    return None         # pcapgro's own aggregate: the general path decides
         if fl is None:
             fl = flows[key] = _Flow()
         if P > fl.largest:
@@ -356,6 +361,8 @@ class GSOSplitter:
                 mss, src = peer.syn_mss - opt, SizeSource.SYN
             elif fl.syn_mss - opt >= TCP_MIN_GSO_SIZE:
                 mss, src = fl.syn_mss - opt, SizeSource.OWN_SYN
+            elif (rec := recorded_gso_size(pkt.meta)) >= TCP_MIN_GSO_SIZE:
+                mss, src = rec, SizeSource.RECORDED
             elif fits:
                 if P > fl.largest:
                     fl.largest = P
@@ -397,6 +404,9 @@ class GSOSplitter:
         P = l3.l4len - 8
         cfg = self.cfg
         g = cfg.gso_size
+        src = SizeSource.OPTION
+        if g is None and (rec := recorded_gso_size(pkt.meta)) >= 8:
+            g, src = rec, SizeSource.RECORDED
         l3len = len(l3.hdr) + l3.l4len
         if dport in TUNNEL_PORTS:
             if l3len > cfg.mtu or (g is not None and P > g):
@@ -417,7 +427,7 @@ class GSOSplitter:
         if res is None:
             return self._pass(pkt, Pass.SEGMENT_TOO_BIG)
         key = (self.section, pkt.iface, 17, l3.src, l3.pdst, sport, dport)
-        return self._emit(pkt, res, key, l3, sport, dport, "udp", SizeSource.OPTION, g, next_ts)
+        return self._emit(pkt, res, key, l3, sport, dport, "udp", src, g, next_ts)
 
     def _emit(self, pkt, res, key, l3, sport, dport, proto, src, size, next_ts):
         """Statistics, timestamps and Packet objects for one split."""

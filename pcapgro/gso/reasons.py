@@ -43,6 +43,10 @@ class SizeSource(str, enum.Enum):
              SYN, less the option bytes (the sender never sends more than it
              could receive over its own MTU; the kernel's shared captures
              hold only the sender's SYN).
+    RECORDED: the packet is an aggregate ``pcapgro merge`` wrote (pcapng):
+             its comment records the gso_size GRO gave it (what the kernel's
+             skb carries into GSO); used when no SYN gives the MSS, and for
+             UDP when ``gso_size`` is not given.
     LARGEST: the largest segment of the flow seen so far that was not a
              super-frame (its L3 length fitted ``mtu``).
     MTU:     what fits ``mtu``: L3 length of every segment <= mtu.
@@ -51,5 +55,6 @@ class SizeSource(str, enum.Enum):
     OPTION = "option"
     SYN = "syn"
     OWN_SYN = "own_syn"
+    RECORDED = "recorded"
     LARGEST = "largest"
     MTU = "mtu"
