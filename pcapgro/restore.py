@@ -165,12 +165,10 @@ def encode(written_hdr, pkts, pays, idxs, flags=None):
                        [len(p.data) - o for p, o, _ in rest],
                        [i - i0 for _, _, i in rest],
                        [(k, p.meta) for k, (p, _, _) in enumerate(rest, 1)
-                        if p.meta is not None],
-                       p0.meta.block if p0.meta is not None else None)
+                        if p.meta is not None])
 
 
-def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis, metas=None,
-                block=None):
+def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis, metas=None):
     """:func:`encode` from the first Packet ``p0`` (payload from offset
     ``pay0``, input index ``i0``) and, for each later segment, its header
     bytes (bytes or memoryview), timestamp offset from ``p0`` (ns), payload
@@ -179,9 +177,9 @@ def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis, metas=No
     ``metas``: None or a list of ``(row, PacketMeta)`` for the later
     segments that carry metadata, ``row`` their 1-based position in the
     lists, ascending (the ``m=`` field; empty metadata is left out).
-    ``block``: the first packet's block type when not an EPB (``b=``)."""
+    The first packet's block type, when not an EPB, is recorded (``b=``)."""
     h0 = p0.data[:pay0]
-    parts = [f"{TAG}i={i0} t={p0.ts}" + block_field(block)]
+    parts = [f"{TAG}i={i0} t={p0.ts}" + block_field(p0.meta)]
     if flags is not None:
         parts.append(f"f={flags}")
     parts.append(f"h={len(p0.data) - pay0},{_diff1(h0, written_hdr)}")
@@ -238,10 +236,11 @@ def recorded_gso_size(meta):
     return 0
 
 
-def block_field(block):
-    """`` b=<type>`` for a packet stored in a Simple or obsolete Packet
-    Block (merge writes it as an EPB, with its record), else ''."""
-    return f" b={block}" if block is not None and block != BLOCK_EPB else ""
+def block_field(meta):
+    """`` b=<type>`` for a packet (its PacketMeta or None) stored in a
+    Simple or obsolete Packet Block (merge writes it as an EPB, with its
+    record), else ''."""
+    return f" b={meta.block}" if meta is not None and meta.block != BLOCK_EPB else ""
 
 
 def _meta_items(meta):

@@ -759,8 +759,7 @@ class GROEngine:
         if ts > self.last_out_ts:
             self.last_out_ts = ts
         if self.cfg.annotate and (self.flows or restore.carries_own(pkt.meta)):
-            rec = (f"{restore.TAG}i={self.idx} t={ts}"
-                   + restore.block_field(pkt.meta.block if pkt.meta is not None else None))
+            rec = f"{restore.TAG}i={self.idx} t={ts}" + restore.block_field(pkt.meta)
             pkt = Packet(ts, pkt.data, pkt.orig_len, pkt.iface, pkt.linktype,
                          _with_comment(pkt.meta, rec))
         self.out.append(pkt)
@@ -1012,8 +1011,7 @@ class GROEngine:
         if agg.count == 1:
             st.singles += 1
             if self.cfg.annotate:
-                rec = (f"{restore.TAG}i={agg.idxs[0]} t={pkt.ts}"
-                       + restore.block_field(pkt.meta.block if pkt.meta is not None else None))
+                rec = f"{restore.TAG}i={agg.idxs[0]} t={pkt.ts}" + restore.block_field(pkt.meta)
                 self.out.append(Packet(t, pkt.data, pkt.orig_len, pkt.iface, pkt.linktype,
                                        _with_comment(pkt.meta, rec)))
             else:
@@ -1150,8 +1148,7 @@ class GROEngine:
             comments.append(f"pcapgro: GRO aggregate ({kind}{'TCP' if tcp else 'UDP'}) of "
                             f"{agg.count} segments, gso_size {agg.mss}")
             if not cut:
-                comments.append(_restore_record(hdr, agg, old.flags if old is not None else None,
-                                                old.block if old is not None else None))
+                comments.append(_restore_record(hdr, agg, old.flags if old is not None else None))
             flags = (old.flags or 0) if old is not None else 0
             meta = PacketMeta(block=old.block if old is not None else BLOCK_EPB,
                               comments=comments, flags=flags | EPB_FLAG_TSO,
@@ -1311,7 +1308,7 @@ def _payloads(agg):
     return out, lens, False
 
 
-def _restore_record(hdr, agg, flags, block=None):
+def _restore_record(hdr, agg, flags):
     """The restore record (str) of aggregate ``agg`` written with headers
     ``hdr``: :func:`pcapgro.restore.encode`, with run entries read from
     their chunk in place instead of made into a Packet per record (run
@@ -1343,8 +1340,7 @@ def _restore_record(hdr, agg, flags, block=None):
                 if metas is None:
                     metas = []
                 metas.append((len(hdrs), e.meta))
-    return restore.encode_rows(hdr, p0, pays[0], i0, flags, hdrs, dts, lens, dis, metas,
-                               block)
+    return restore.encode_rows(hdr, p0, pays[0], i0, flags, hdrs, dts, lens, dis, metas)
 
 
 def _left_out(agg, n):
