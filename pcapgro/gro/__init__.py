@@ -1,5 +1,10 @@
-"""The GRO engine (net/core/gro.c) and its protocol handlers."""
+"""GRO: the engine core (net/core/gro.c) and its protocol handlers.
 
+Importing the package registers every protocol module in the offload table
+(:mod:`pcapgro.gro.offload`), as the kernel's init calls do.
+"""
+
+from . import ipv4, ipv6, tcp, udp  # noqa: F401  (register their offloads)
 from .config import GROConfig
 from .engine import GROEngine
 from .flush import Flush, Pass

@@ -26,7 +26,8 @@ gro_flush_timeout 0.  ``PCAPGRO_NO_C=1`` in the environment turns it off.
 import os
 
 from ..record import Packet, RawRecords
-from . import ipv4
+from .offload import packet_offload
+from ..linklayer import ETH_P_IP
 from .flush import Flush, Pass
 
 try:  # the extension is optional (no C compiler at install time)
@@ -130,7 +131,7 @@ class CEngine:
         for (b, h, head, head_ts, head_idx, tail, count, mss, seq_next, size, fin_psh,
              fixedid, age, head_psum, tail_psum) in self.c.release():
             pkt = Packet(head_ts, head, len(head), 0, linktype, None)
-            agg = eng.adopt(ipv4.receive(pkt, 14, 0), h, age)
+            agg = eng.adopt(packet_offload(ETH_P_IP).gro_receive(pkt, 14, 0), h, age)
             agg.idxs = [head_idx]
             agg.psums = [head_psum if valid else None]
             if count > 1:

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..checksum import range_sums
 
-__all__ = ["classify", "classify_chunk", "derived_psum", "Columns", "HDR"]
+__all__ = ["classify", "classify_chunk", "Columns", "HDR"]
 
 HDR = 94                   # bytes of each frame looked at: Ethernet, IPv4, TCP + 40 options
 _COLS = np.arange(96, dtype=np.int64)   # HDR rounded up to 64-bit words
@@ -173,7 +173,7 @@ def _derived_psums(H, hl, tot):
     mod 0xFFFF, so the payload's sum is minus the rest (RFC 1624's
     incremental arithmetic).  -1 where the field holds the pseudo-header
     seed (a sender's CHECKSUM_PARTIAL: the payload is then summed from its
-    bytes).  Mirrors :func:`derived_psum` (the general path's)."""
+    bytes).  Mirrors :func:`pcapgro.gro.tcp.derived_psum` (the general path's)."""
     pseudo, tcp = _pseudo_tcp_sums(H, hl, tot)
     d = (-(pseudo + tcp)) % 0xFFFF
     sd = pseudo % 0xFFFF
@@ -191,19 +191,6 @@ def _pseudo_tcp_sums(H, hl, tot):
     tcp = tcp % 0xFFFF * 256 % 0xFFFF
     pseudo = H.view(">u2")[:, 13:17].sum(axis=1, dtype=np.int64) + 6 + tot - 20
     return pseudo, tcp
-
-
-def derived_psum(caddr_sum, tcp_hdr, tcp_len):
-    """The payload sum (mod 0xFFFF) of one TCP segment taken from its
-    checksum field, as :func:`_derived_psums` does for a batch, or None when
-    the field holds the pseudo-header seed.  ``caddr_sum``: ones_sum of the
-    pseudo-header addresses; ``tcp_hdr``: the TCP header bytes (options
-    included); ``tcp_len``: TCP header + payload length (bytes)."""
-    pseudo = caddr_sum + 6 + (tcp_len >> 16) + (tcp_len & 0xFFFF)
-    sd = pseudo % 0xFFFF or 0xFFFF
-    if (tcp_hdr[16] << 8) | tcp_hdr[17] == sd:
-        return None
-    return (-(pseudo + int.from_bytes(tcp_hdr, "big"))) % 0xFFFF
 
 
 def _classify(buf, off, lens, origs, lt, verify, sums, lazy=False):

@@ -66,12 +66,9 @@ class Pass(str, enum.Enum):
     L3_FLUSH = "l3_flush"              # length mismatch / evil bit: flushed
     PURE_ACK = "pure_ack"              # no payload: never held
     FLAGS = "flags"                    # PSH/URG/RST/SYN/FIN: never held alone
-    SHORT_SEGMENT = "short_segment"    # (GSO input) not a whole number of mss
-    GSO_INPUT = "gso_input"            # oversized packet (already a super-frame)
     NO_UDP_GRO = "no_udp_gro"          # UDP with no GRO path (default)
     UDP_ZERO_CSUM = "udp_zero_csum"    # UDP checksum 0: never coalesced
     UDP_LENGTH = "udp_length"          # UDP length <= 8 or != bytes present
     BAD_UDP_CSUM = "bad_udp_csum"
     MODE_CHANGED = "mode_changed"      # flushed: fraglist vs standard differ
     CSUM_STATE = "csum_state"          # fraglist: ip_summed differs from held
-    NOT_MERGED = "not_merged"          # other

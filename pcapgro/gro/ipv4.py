@@ -1,25 +1,23 @@
 """IPv4 GRO: receive checks and completion fix-ups.
 
 Mirrors net/ipv4/af_inet.c (inet_gro_receive, inet_gro_complete) of
-Linux 6.18.  The TTL/TOS/DF/ID comparisons that 6.10+ evaluate from the
-L4 handler live in :func:`pcapgro.gro.tcp.merge_flush`.
+Linux 6.18; registered for ETH_P_IP in the offload table.  The TTL/TOS/DF/ID
+comparisons that 6.10+ evaluate from the L4 handler live in
+:func:`pcapgro.gro.network.network_flush`.
 """
 
 import struct
 
-from ..checksum import ipv4_header_checksum
+from ..checksum import ipv4_header_checksum, ones_sum
+from ..linklayer import ETH_P_IP
 from .flush import Pass
+from .offload import PacketOffload, dev_add_offload, inet_offload
 from .seg import Seg
-from .tcp import parse_tcp
-from .udp import parse_udp
 
-__all__ = ["receive", "complete_header", "IPPROTO_TCP", "IPPROTO_UDP"]
+__all__ = ["receive", "complete_header", "pseudo_sum", "IPPROTO_TCP", "IPPROTO_UDP"]
 
 IPPROTO_TCP = 6
 IPPROTO_UDP = 17
-# Protocols with an IPv4 GRO handler in a 6.18 kernel (TCP, UDP, GRE, IPIP,
-# SIT, ESP with offload).  pcapgro merges TCP and UDP; the others pass.
-_HANDLED = frozenset((IPPROTO_TCP, IPPROTO_UDP))
 
 _hdr = struct.Struct("!BBHHHBBH")
 
@@ -43,7 +41,10 @@ def receive(pkt, l3off, vlan):
     if n < l3off + 20:
         return Pass.TRUNCATED
     proto = data[l3off + 9]
-    if proto not in _HANDLED:
+    # protocols with an IPv4 GRO handler in a 6.18 kernel: TCP, UDP, GRE,
+    # IPIP, SIT, ESP; those without one in the offload table pass
+    l4 = inet_offload(proto)
+    if l4 is None:
         return Pass.NO_HANDLER
     vihl, tos, tot_len, ipid, frag, ttl, _p, _c = _hdr.unpack_from(data, l3off)
     if vihl != 0x45:
@@ -62,7 +63,7 @@ def receive(pkt, l3off, vlan):
     wire_end = l3off + present
     seg.proto = proto
     seg.partial = False
-    r = (parse_tcp if proto == IPPROTO_TCP else parse_udp)(seg, data, l3off + 20, wire_end)
+    r = l4.parse(seg, data, l3off + 20, wire_end)
     if r is not None:
         return r
     seg.l3len = tot_len
@@ -92,7 +93,8 @@ def complete_header(hdr, l3off, l3len):
                the total length field becomes 0 (iph_set_totlen).
 
     Returns:
-        ``hdr``; total length and header checksum updated.
+        ``(hdr, 0)``: total length and header checksum updated, nothing
+        inserted.
     """
     tot = l3len if l3len <= 0xFFFF else 0
     hdr[l3off + 2] = tot >> 8
@@ -100,4 +102,20 @@ def complete_header(hdr, l3off, l3len):
     c = ipv4_header_checksum(bytes(hdr[l3off:l3off + 20]))
     hdr[l3off + 10] = c >> 8
     hdr[l3off + 11] = c & 0xFF
-    return hdr
+    return hdr, 0
+
+
+def pseudo_sum(data, l3off, proto, l4len):
+    """The unfolded one's-complement sum of the IPv4 pseudo-header
+    (addresses, protocol, L4 length ``l4len`` bytes) of the header at
+    ``data[l3off:]``."""
+    return ones_sum(data[l3off + 12:l3off + 20]) + proto + l4len
+
+
+def _hash_input(key):
+    """The bytes of an IPv4 flow key the flow hash covers: addresses, ports."""
+    return key[2] + key[3]
+
+
+dev_add_offload(ETH_P_IP, PacketOffload("ipv4", 4, receive, complete_header, pseudo_sum,
+                                        _hash_input))

@@ -5,24 +5,23 @@ Linux 6.18: Hop-by-Hop (0), Routing (43) and Destination Options (60)
 headers are walked and must be identical within a flow; a Fragment header
 (44) or anything else without a GRO handler is rejected.  Aggregates whose
 payload length exceeds 65535 (BIG TCP) get an 8-byte Hop-by-Hop header with
-a Jumbo Payload option, as 6.18 does (7.0 drops it).
+a Jumbo Payload option, as 6.18 does (7.0 drops it).  Registered for
+ETH_P_IPV6 in the offload table.
 """
 
 import struct
 
 from ..checksum import ones_sum
+from ..linklayer import ETH_P_IPV6
 from .flush import Pass
+from .offload import PacketOffload, dev_add_offload, inet_offload
 from .seg import Seg
-from .tcp import parse_tcp
-from .udp import parse_udp
 
-__all__ = ["receive", "complete_header"]
+__all__ = ["receive", "complete_header", "pseudo_sum"]
 
-IPPROTO_TCP = 6
 IPPROTO_UDP = 17
 _EXTHDRS = (0, 43, 60)
 _FRAG = 44
-_HANDLED = frozenset((IPPROTO_TCP, IPPROTO_UDP))
 
 _u32 = struct.Struct("!I").unpack_from
 _u16 = struct.Struct("!H").unpack_from
@@ -50,7 +49,8 @@ def receive(pkt, l3off, vlan):
         off += hlen
     if nh == _FRAG:
         return Pass.FRAGMENT
-    if nh not in _HANDLED:
+    l4 = inet_offload(nh)
+    if l4 is None:
         return Pass.NO_HANDLER if off == l3off + 40 else Pass.EXT_HEADER
     if n < off:
         return Pass.TRUNCATED
@@ -64,7 +64,7 @@ def receive(pkt, l3off, vlan):
     wire_end = l3off + present
     seg.proto = nh
     seg.partial = False
-    r = (parse_tcp if nh == IPPROTO_TCP else parse_udp)(seg, data, off, wire_end)
+    r = l4.parse(seg, data, off, wire_end)
     if r is not None:
         return r
     seg.l3len = 40 + plen
@@ -112,3 +112,19 @@ def complete_header(hdr, l3off, l3len):
     hdr[l3off + 6] = 0
     hdr[l3off + 40:l3off + 40] = hbh
     return hdr, 8
+
+
+def pseudo_sum(data, l3off, proto, l4len):
+    """The unfolded one's-complement sum of the IPv6 pseudo-header
+    (addresses, upper-layer length ``l4len`` bytes as 32 bits, next header
+    ``proto``) of the header at ``data[l3off:]`` (RFC 8200 8.1)."""
+    return ones_sum(data[l3off + 8:l3off + 40]) + proto + (l4len >> 16) + (l4len & 0xFFFF)
+
+
+def _hash_input(key):
+    """The bytes of an IPv6 flow key the flow hash covers: addresses, ports."""
+    return key[3][1:33] + key[4]
+
+
+dev_add_offload(ETH_P_IPV6, PacketOffload("ipv6", 6, receive, complete_header, pseudo_sum,
+                                          _hash_input))

@@ -8,7 +8,7 @@ length and checksum; the IPv4 ID must be incrementing or fixed.
 
 from .flush import Flush
 
-__all__ = ["network_flush"]
+__all__ = ["network_flush", "ipid_step"]
 
 
 def network_flush(agg, seg):
@@ -37,3 +37,15 @@ def network_flush(agg, seg):
         if d != (0 if agg.fixedid else count):
             return Flush.IP_ID
     return None
+
+
+def ipid_step(agg, d):
+    """The IPv4 ID rule (inet_gro_flush, 6.18) for a segment continuing
+    ``agg`` whose ID is ``d`` (0 or 1, classify's ``did``) more than the
+    previous segment's: at the second segment ``d`` decides the mode (0:
+    fixed, sets ``agg.fixedid``), later it must be the mode's step.
+    Returns whether the segment may be merged."""
+    if agg.count == 1:
+        agg.fixedid = d == 0
+        return True
+    return d == (0 if agg.fixedid else 1)

@@ -9,7 +9,8 @@ __all__ = ["Seg", "Agg"]
 
 
 class Seg:
-    """A received TCP segment, parsed down to its payload.
+    """A received TCP segment or UDP datagram, parsed down to its payload
+    (the kernel's NAPI_GRO_CB(skb) with the offsets it keeps).
 
     Offsets are bytes into ``pkt.data``.
 
@@ -68,8 +69,43 @@ class Agg:
         fixedid:  True once the IPv4 ID pattern was found fixed (6.18).
         age:      jiffy when the head was held.
         ack, opts: the head's ack_seq (int) and option bytes (fast path).
+        psums:    per entry of ``pkts``, the one's-complement sum (mod
+                  0xFFFF) of its payload bytes as the fast path computed it,
+                  or None (then the checksum is summed from the bytes).
+
+    Entries of ``pkts``: a Packet (payload from ``pays[k]`` on), a
+    :class:`pcapgro.gro.payload.Run` (records of a pcap chunk merged on the
+    fast path), or bytes (a run's payloads joined once its chunk was done).
     """
 
-    __slots__ = ("key", "bucket", "hash", "head", "payloads", "count", "mss",
+    __slots__ = ("key", "bucket", "hash", "head", "count", "mss",
                  "seq_next", "size", "fin_psh", "fixedid", "age", "held",
-                 "pkts", "pays", "idxs", "ack", "opts", "flist", "fast")
+                 "pkts", "pays", "idxs", "psums", "ack", "opts", "flist", "fast")
+
+    @classmethod
+    def start(cls, seg, h, bucket, idx, psum, age, flist):
+        """A new held head: Seg ``seg`` of input index ``idx`` (payload sum
+        ``psum`` or None), flow hash ``h``, on list ``bucket``, held since
+        jiffy ``age``; ``flist``: a fraglist aggregate."""
+        agg = cls()
+        agg.key = seg.key
+        agg.hash = h
+        agg.bucket = bucket
+        agg.head = seg
+        agg.pkts = [seg.pkt]
+        agg.pays = [seg.pay]
+        agg.idxs = [idx]
+        agg.psums = [psum]
+        agg.held = True
+        agg.flist = flist
+        agg.fast = not flist and seg.proto == 6
+        agg.count = 1
+        agg.mss = seg.L
+        agg.seq_next = (seg.seq + seg.L) & 0xFFFFFFFF
+        agg.size = seg.l3len + 4 * seg.vlan
+        agg.fin_psh = 0
+        agg.fixedid = False
+        agg.age = age
+        agg.ack = int.from_bytes(seg.ackopt[:4], "big")
+        agg.opts = seg.ackopt[4:]
+        return agg

@@ -50,6 +50,15 @@ class GROStats:
         self.cut_aggregates = 0
         self.cut_bytes_left_out = 0
 
+    def count_aggregate(self, kind, count):
+        """One aggregate of ``count`` segments completed; ``kind`` one of
+        :data:`KINDS`."""
+        self.aggregates += 1
+        self.segments_merged += count
+        self.hist[count] += 1
+        self.by_kind[kind] += 1
+        self.segments_by_kind[kind] += count
+
     def note_cut(self, left_out):
         """One aggregate written with a segment cut by the snaplen;
         ``left_out`` captured payload bytes (int) could not be carried."""
