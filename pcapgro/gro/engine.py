@@ -1,34 +1,16 @@
 """The GRO engine: the loops that feed one emulated NAPI instance.
 
+A capture shows no NAPI poll boundaries, so they are modelled: a poll ends
+at an arrival gap over ``poll_gap_ns`` or after ``napi_budget`` packets
+(net/core/dev.c napi_complete_done, __napi_poll; README "The NAPI model").
 The GRO lists, hold, flush and completion are the engine core
-(:mod:`pcapgro.gro.core`, net/core/gro.c); the protocol rules are in the
-modules of the offload table (:mod:`pcapgro.gro.offload`: ``ipv4``,
-``ipv6``, ``tcp``, ``udp``).  This module walks the input: batches and
-chunks, the NAPI poll model, and the paths a packet may take -- the
-compiled loop (:mod:`pcapgro.gro.cfast`), the inlined Ethernet/IPv4/TCP
-fast path, or the general (reference) path through the offload table.
-
-Model (a capture shows no NAPI poll boundaries, so they are modelled):
-
-* One NAPI instance, 8 buckets of at most 8 held packets.  The bucket is
-  the flow hash & 7; ``hash='flow'`` gives each flow its own 32-bit hash
-  (CRC-32 of addresses and ports, as RSS or a local socket would give a
-  distinct one), ``hash='none'`` gives every flow hash 0 (bucket 0), as
-  packets injected into a veth by tcpreplay get.
-* A NAPI poll ends when the gap to the next packet exceeds ``poll_gap_ns``,
-  or after ``napi_budget`` packets (if set).  At a poll end, with
-  gro_flush_timeout 0, every held packet is completed (bucket 0..7, oldest
-  first); with a budget-exhausted poll and HZ >= 1000 only packets held
-  since an older jiffy are.  With gro_flush_timeout > 0 a poll end completes
-  only packets from older jiffies, and the timer completes the rest once the
-  gap exceeds the timeout.
-* Timestamps: a packet passed through keeps its own time, always.  A held
-  packet (aggregate or single) is stamped when it is completed and handed
-  up: the arrival time of the packet whose processing completed it, the end
-  of the poll (last packet's time) or the timer's expiry, but never earlier
-  than any packet written before it in the same pcapng section
-  (``last_out_ts``).  So output times never go backwards unless the
-  input's do.
+(:mod:`pcapgro.gro.core`, net/core/gro.c); the protocol rules are the
+modules of the offload table (:mod:`pcapgro.gro.offload`).  This module
+walks the input -- batches, pcap chunks, polls -- and sends each packet
+down one of the paths that give the same result: the compiled core
+(:mod:`pcapgro.gro.cfast`), the numpy fast path (:mod:`pcapgro.gro.fastpath`,
+:mod:`pcapgro.gro.plan`) or the general (reference) path through the
+offload table.
 """
 
 from bisect import bisect_right
@@ -207,9 +189,9 @@ class GROEngine(NAPI):
         base = stats.packets
         stats.packets += n
         if fast:
-            cls = classify(batch, verify, cfg.csum == "valid") + [[None] * n]
-            if cls[6]:
-                stats.csum["verified"] += cls[6]
+            cls = classify(batch, verify, cfg.csum == "valid")
+            if cls.n_verified:
+                stats.csum["verified"] += cls.n_verified
         else:
             cls = None
         if cfg.napi_budget:
@@ -280,11 +262,10 @@ class GROEngine(NAPI):
         stats = self.stats
         base = stats.packets
         stats.packets += n
-        if cls[6]:
-            stats.csum["verified"] += cls[6]
-        cls.append([None] * n)
+        if cls.n_verified:
+            stats.csum["verified"] += cls.n_verified
         ts = lb.ts
-        arrs = cls[9]
+        arrs = cls.arrs
         # payload start and end of each record in the chunk (run entries)
         lb_pe = (off + cap).tolist()
         lb_ps = (off + arrs.pay).tolist()
@@ -364,7 +345,8 @@ class GROEngine(NAPI):
         or the RecordChunk they are records of: merged runs i..j-1 of its
         records are then kept in ``Agg.pkts`` as one entry (see
         :func:`run_payloads`), not as Packets."""
-        prev, plen, pay, seqn, did, ok, _, psum, runend, _, owner = cls
+        prev, plen, pay, seqn, did = cls.prev, cls.plen, cls.pay, cls.seqn, cls.did
+        ok, psum, runend, owner = cls.ok, cls.psum, cls.runend, cls.owner
         chunk = None if isinstance(refs, list) else refs
         limit = self.limit
         general = self._general
@@ -449,7 +431,8 @@ class GROEngine(NAPI):
         last_ts = self.last_ts
         in_poll = self.in_poll
         if fast:
-            prev, plen, pay, seqn, did, ok, _, psum, runend, _, owner = cls
+            prev, plen, pay, seqn, did = cls.prev, cls.plen, cls.pay, cls.seqn, cls.did
+            ok, psum, owner = cls.ok, cls.psum, cls.owner
         try:
             for i in range(len(batch)):
                 ev = batch[i]

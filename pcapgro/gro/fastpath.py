@@ -31,7 +31,7 @@ import numpy as np
 
 from ..checksum import range_sums
 
-__all__ = ["classify", "classify_chunk", "Columns", "HDR"]
+__all__ = ["classify", "classify_chunk", "Classified", "Columns", "HDR"]
 
 HDR = 94                   # bytes of each frame looked at: Ethernet, IPv4, TCP + 40 options
 _COLS = np.arange(96, dtype=np.int64)   # HDR rounded up to 64-bit words
@@ -67,9 +67,8 @@ def classify(batch, verify, sums=False):
         sums:   also compute the payload sums (``psum``).
 
     Returns:
-        ``[prev, plen, pay, seqn, did, ok, n_verified, psum, runend,
-        arrs]``, lists aligned with ``batch`` (``arrs``: a :class:`Columns`
-        with some of them as numpy arrays):
+        a :class:`Classified`: lists aligned with ``batch`` (``arrs``: a
+        :class:`Columns` with some of them as numpy arrays):
 
         * ``prev[i]``: index in the batch of the flow's previous packet when
           packet i may continue that packet's aggregate (see module doc),
@@ -108,7 +107,8 @@ def classify_chunk(chunk, off, cap, orig, verify, sums=False, lazy=False):
     (``off``, ``cap``, ``orig``: its numpy columns), in place: frames
     may start at any offset of the chunk, have any length.  ``lazy``: the
     ``pay``, ``ok`` and ``runend`` lists are None until :func:`fill_lazy`
-    (the chunk planner needs only the arrays).  Returns a list."""
+    (the chunk planner needs only the arrays).  Returns a
+    :class:`Classified`."""
     return _classify(chunk.buf, off, cap, orig, chunk.linktype, verify, sums, lazy)
 
 
@@ -266,11 +266,13 @@ def _classify(buf, off, lens, origs, lt, verify, sums, lazy=False):
     arrs.fast = fast
     arrs.pay = pay
     arrs.did = did
-    if lazy:
-        return [prev.tolist(), L.tolist(), None, seqn.tolist(), did.tolist(),
-                None, n_verified, psum, None, arrs]
-    return [prev.tolist(), L.tolist(), pay.tolist(), seqn.tolist(), did.tolist(),
-            fast.tolist(), n_verified, psum, _runend(prev), arrs]
+    c = Classified()
+    c.prev, c.plen, c.seqn, c.did = prev.tolist(), L.tolist(), seqn.tolist(), did.tolist()
+    c.n_verified, c.psum, c.arrs, c.owner = n_verified, psum, arrs, [None] * n
+    c.pay = c.ok = c.runend = None
+    if not lazy:
+        fill_lazy(c)
+    return c
 
 
 def _runend(prev):
@@ -284,12 +286,40 @@ def _runend(prev):
 
 def fill_lazy(cls):
     """Fill in what :func:`classify_chunk` with ``lazy`` left out (the
-    ``pay``, ``ok`` and ``runend`` lists), in place."""
-    if cls[2] is None:
-        arrs = cls[9]
-        cls[2] = arrs.pay.tolist()
-        cls[5] = arrs.fast.tolist()
-        cls[8] = _runend(arrs.prev)
+    ``pay``, ``ok`` and ``runend`` lists of Classified ``cls``), in place."""
+    if cls.pay is None:
+        arrs = cls.arrs
+        cls.pay = arrs.pay.tolist()
+        cls.ok = arrs.fast.tolist()
+        cls.runend = _runend(arrs.prev)
+
+
+class Classified:
+    """The per-packet fast-path state of a batch (what NAPI_GRO_CB would
+    hold for each, decided at once): lists aligned with the batch.
+
+    Attributes:
+        prev:   index of the flow's previous packet when packet i may
+                continue that packet's aggregate (see the module doc), else -1.
+        plen:   TCP payload length, bytes.
+        pay:    payload offset in the frame, bytes.
+        seqn:   seq + payload length, mod 2**32.
+        did:    IPv4 ID minus the previous packet's, mod 2**16.
+        ok:     True for a plain Ethernet/IPv4/TCP packet whose checksums
+                were verified good (or, verify off, whose IPv4 header
+                checksum is good) and that fills its frame exactly.
+        n_verified: int, TCP checksums verified good.
+        psum:   for an ``ok`` packet (when sums were asked for), the
+                one's-complement sum mod 0xFFFF of its payload, else None.
+        runend: end (exclusive) of the run of packets from i on in which
+                each packet after i has ``prev`` = its index - 1.
+        arrs:   :class:`Columns`, some of these as numpy arrays.
+        owner:  the Agg packet i was merged into or held as (set by the
+                engine as it goes), else None.
+    """
+
+    __slots__ = ("prev", "plen", "pay", "seqn", "did", "ok", "n_verified", "psum",
+                 "runend", "arrs", "owner")
 
 
 class Columns:

@@ -44,7 +44,7 @@ class _Plan:
         ``stops`` (where a walk restarts: a record that does not continue
         its flow's previous one, an IPv4 ID step change, a flow's first)
         and ``groups`` ((flow key, start, end) into ``order``)."""
-        arrs = self.cls[9]
+        arrs = self.cls.arrs
         if not arrs.fast[a:b].all():
             return False
         tt = t[a:b]
@@ -68,7 +68,7 @@ class _Plan:
     def _flow_groups(self, ends):
         """``groups`` from the flows' ``ends`` in ``order``; False when a
         flow held anew could overflow its bucket."""
-        eng, order, plen = self.eng, self.order, self.cls[1]
+        eng, order, plen = self.eng, self.order, self.cls.plen
         buf, off, flows = self.lb.buf, self.lb.off, eng.flows
         self.groups = groups = []
         load = None
@@ -93,7 +93,7 @@ class _Plan:
         """Take every flow's records: pure ACKs of a flow with nothing held
         are passed as a block, every other flow is walked segment by
         segment (:meth:`_segment`)."""
-        eng, order, stops, plen = self.eng, self.order, self.stops, self.cls[1]
+        eng, order, stops, plen = self.eng, self.order, self.stops, self.cls.plen
         si = 0
         for key, fs, fe in self.groups:
             if key not in eng.flows and not any(map(plen.__getitem__, order[fs:fe])):
@@ -115,13 +115,13 @@ class _Plan:
         record takes the general path exactly as in the loop, its output
         kept aside with its record index."""
         eng, order = self.eng, self.order
-        prev, plen, owner = self.cls[0], self.cls[1], self.cls[10]
+        prev, plen, owner = self.cls.prev, self.cls.plen, self.cls.owner
         p = prev[order[k]]
         cur = owner[p] if p >= 0 else None
         while k < q1:
             x = order[k]
             if cur is not None and cur.fast:
-                id_ok = ipid_step(cur, self.cls[4][x])
+                id_ok = ipid_step(cur, self.cls.did[x])
                 end = self._merge_block(cur, k, q1) if id_ok else k
                 if end > k:
                     k = end
@@ -148,7 +148,7 @@ class _Plan:
         the size limit allows (the IPv4 ID step is the same all along: one
         segment of the walk); returns where the block ends (``k``: none)."""
         order = self.order
-        plen, seqn, psum, owner = self.cls[1], self.cls[3], self.cls[7], self.cls[10]
+        plen, seqn, psum, owner = self.cls.plen, self.cls.seqn, self.cls.psum, self.cls.owner
         x = order[k]
         L = plen[x]
         n_size = (self.eng.limit - 1 - cur.size) // L
@@ -174,18 +174,18 @@ class _Plan:
         headers but for seq and ID)."""
         eng = self.eng
         pk = self.lb.packet(x)
-        L = self.cls[1][x]
-        seg = _next_head(cur.head, pk, (self.cls[3][x] - L) & 0xFFFFFFFF)
+        L = self.cls.plen[x]
+        seg = _next_head(cur.head, pk, (self.cls.seqn[x] - L) & 0xFFFFFFFF)
         eng.idx = self.base + x
-        eng.psum = self.cls[7][x]
+        eng.psum = self.cls.psum[x]
         eng.complete(cur, Flush.SIZE_LIMIT, pk.ts)
-        cur = self.cls[10][x] = eng.hold(seg, pk.ts, False, cur.hash)
+        cur = self.cls.owner[x] = eng.hold(seg, pk.ts, False, cur.hash)
         return cur
 
     def _general(self, x):
         """Record ``x`` on the general path (checksums already good)."""
-        cur = self.cls[10][x] = self.eng._general(self.lb.packet(x), self.base + x,
-                                                   self.lb.ts[x], self.cls[7][x], True)
+        cur = self.cls.owner[x] = self.eng._general(self.lb.packet(x), self.base + x,
+                                                   self.lb.ts[x], self.cls.psum[x], True)
         return cur
 
     def write(self, out0):
