@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Benchmark every merge mode against editcap, in the same run (issue 16).
+
+Inputs:
+* a real capture (``--real FILE``: e.g. made by bench/real_capture.py, the
+  wire side of an iperf3 bulk transfer over a veth), and
+* a generated mixed capture (cached in /tmp): IPv4 and IPv6 TCP bulk flows
+  with TCP timestamps and a pure ACK every 8 segments back, UDP forwarding
+  bursts of up to 10 datagrams (IPv4 and IPv6), 64 flows interleaved in
+  bursts, valid checksums.
+
+For each input: ``editcap -F pcap`` and ``editcap -F pcapng`` copy it, and
+``pcapgro merge`` runs to pcap (checksums verified and not), to pcapng
+(annotated), with ``--fraglist`` and with ``--udp gro``.  Each command runs
+``--repeat`` times; the median time is kept (this machine is shared and
+noisy), printed as packets/s and as the ratio to the editcap copy of the
+same output format measured in the same run, with the peak RSS.
+
+Usage:
+    python3 bench/bench_modes.py [--real FILE] [--packets N] [--repeat R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import statistics
+import struct
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import _fold, _sum16, count_packets, timed  # noqa: E402
+
+FLOWS = 64
+BURST = 16
+
+
+class _Flow:
+    """One flow's templates: ``kind`` 'tcp4', 'tcp6', 'udp4' or 'udp6'."""
+
+    def __init__(self, i, kind):
+        self.kind = kind
+        self.v6 = kind.endswith("6")
+        if self.v6:
+            self.cli = bytes.fromhex("fd000000000000000000000000000001")
+            self.srv = bytes.fromhex("fd0000000000000000000000000001") + bytes([i + 1])
+        else:
+            self.cli = bytes([10, 0, 0, 1])
+            self.srv = bytes([10, 0, 2, i + 1])
+        self.sport, self.dport = 40000 + i, 5201 if kind.startswith("tcp") else 4789 + i
+        self.seq, self.ack, self.ipid, self.rid = 1000 * (i + 1), 7 * i, 100 * i, 9 * i
+        mss = (1428 if self.v6 else 1448) if kind.startswith("tcp") else 1200
+        self.payload = bytes((j * 7 + i) & 0xFF for j in range(mss))
+        self.psum = _sum16(self.payload)
+        self.mac_c, self.mac_s = bytes([2, 0, 0, 0, 0, 1]), bytes([2, 0, 0, 0, 1, i + 1])
+
+
+def _ip(f, src, dst, proto, l4len, ipid):
+    """(IP header bytes, pseudo-header sum) of a packet of flow ``f``."""
+    if f.v6:
+        h = struct.pack("!IHBB16s16s", 0x60000000, l4len, proto, 64, src, dst)
+        return h, _sum16(src + dst) + proto + l4len
+    h = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + l4len, ipid, 0x4000, 64, proto, 0, src, dst)
+    h = h[:10] + struct.pack("!H", 0xFFFF - _fold(_sum16(h))) + h[12:]
+    return h, _sum16(src + dst) + proto + l4len
+
+
+def _frame(f, back, l4, ipid, proto, psum):
+    src, dst = (f.srv, f.cli) if back else (f.cli, f.srv)
+    smac, dmac = (f.mac_s, f.mac_c) if back else (f.mac_c, f.mac_s)
+    ip, pseudo = _ip(f, src, dst, proto, len(l4[0]) + l4[1], ipid)
+    at = 16 if proto == 6 else 6
+    c = 0xFFFF - _fold(pseudo + _sum16(l4[0]) + psum)
+    hdr = l4[0][:at] + struct.pack("!H", c or 0xFFFF) + l4[0][at + 2:]
+    return dmac + smac + (b"\x86\xdd" if f.v6 else b"\x08\x00") + ip + hdr
+
+
+def _tcp(f, ts_ms, back=False):
+    """A data segment of ``f`` (or, ``back``, its pure ACK)."""
+    pay = b"" if back else f.payload
+    seq, ack = (f.ack, f.seq) if back else (f.seq, f.ack)
+    sp, dp = (f.dport, f.sport) if back else (f.sport, f.dport)
+    th = struct.pack("!HHIIBBHHHBBBBII", sp, dp, seq, ack, 8 << 4, 0x10, 1024, 0, 0,
+                     1, 1, 8, 10, ts_ms & 0xFFFFFFFF, (ts_ms - 1) & 0xFFFFFFFF)
+    ipid = f.rid if back else f.ipid
+    return _frame(f, back, (th, len(pay)), ipid, 6, 0 if back else f.psum) + pay
+
+
+def _udp(f):
+    uh = struct.pack("!HHHH", f.sport, f.dport, 8 + len(f.payload), 0)
+    return _frame(f, False, (uh, len(f.payload)), f.ipid, 17, f.psum) + f.payload
+
+
+def generate_mixed(path, n_packets):
+    """Write the mixed capture (classic pcap, microseconds) to ``path``."""
+    kinds = ["tcp4"] * 32 + ["tcp6"] * 16 + ["udp4"] * 8 + ["udp6"] * 8
+    flows = [_Flow(i, k) for i, k in enumerate(kinds)]
+    rec = struct.Struct("<IIII").pack
+    ts = 1_700_000_000 * 10**6
+    n = 0
+    with open(path + ".tmp", "wb") as out:
+        out.write(b"\xd4\xc3\xb2\xa1" + struct.pack("<HHiIII", 2, 4, 0, 0, 262144, 1))
+        while n < n_packets:
+            parts = []
+            for f in flows:
+                burst = BURST if f.kind.startswith("tcp") else 1 + (f.seq // 7) % 10
+                for k in range(burst):
+                    ts += 2
+                    if f.kind.startswith("tcp"):
+                        fr = _tcp(f, ts // 1000)
+                        f.seq = (f.seq + len(f.payload)) & 0xFFFFFFFF
+                    else:
+                        fr = _udp(f)
+                        f.seq += 1
+                    f.ipid = (f.ipid + 1) & 0xFFFF
+                    parts += (rec(ts // 10**6, ts % 10**6, len(fr), len(fr)), fr)
+                    n += 1
+                    if f.kind.startswith("tcp") and k % 8 == 7:
+                        fr = _tcp(f, ts // 1000, back=True)
+                        f.rid = (f.rid + 1) & 0xFFFF
+                        parts += (rec(ts // 10**6, ts % 10**6, len(fr), len(fr)), fr)
+                        n += 1
+            out.write(b"".join(parts))
+    os.replace(path + ".tmp", path)
+    return n
+
+
+JOBS = [  # (name, output extension, pcapgro arguments or None for editcap)
+    ("editcap -F pcap", "pcap", None),
+    ("editcap -F pcapng", "pcapng", None),
+    ("merge", "pcap", "merge"),
+    ("merge --no-verify-csum", "pcap", "merge --no-verify-csum"),
+    ("merge -> pcapng (annotated)", "pcapng", "merge"),
+    ("merge --fraglist", "pcap", "merge --fraglist"),
+    ("merge --udp gro", "pcap", "merge --udp gro"),
+]
+
+
+def run_input(path, pcapgro, repeat, outdir):
+    """Time every job on ``path``; returns rows (name, pkt/s, ratio, RSS MiB)."""
+    n = count_packets(path)
+    ref = {}
+    rows = []
+    for name, ext, args in JOBS:
+        out = os.path.join(outdir, "o." + ext)
+        cmd = (["editcap", "-F", ext, path, out] if args is None
+               else pcapgro + shlex.split(args) + ["-q", path, out])
+        times, rss = [], 0
+        for _ in range(repeat):
+            rc, dt, r = timed(cmd)
+            if rc != 0:
+                raise SystemExit(f"{name}: exit status {rc}")
+            times.append(dt)
+            rss = max(rss, r)
+        rate = n / statistics.median(times)
+        if args is None:
+            ref[ext] = rate
+        rows.append((name, rate, rate / ref[ext], rss / 1024))
+    return n, rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--real", help="a real capture (classic pcap), e.g. from real_capture.py")
+    ap.add_argument("--packets", type=int, default=400_000, help="mixed capture size")
+    ap.add_argument("--repeat", type=int, default=5, help="runs per command (median kept)")
+    a = ap.parse_args()
+    mixed = os.path.join(tempfile.gettempdir(), f"pcapgro-bench-mixed-{a.packets}.pcap")
+    if not os.path.exists(mixed):
+        generate_mixed(mixed, a.packets)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    pcapgro = [sys.executable, "-c",
+               f"import sys; sys.path.insert(0, {repo!r}); from pcapgro.cli import main; main()"]
+    shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+    outdir = tempfile.mkdtemp(prefix="pcapgro-bench-", dir=shm)
+    try:
+        for path in ([a.real] if a.real else []) + [mixed]:
+            n, rows = run_input(path, pcapgro, a.repeat, outdir)
+            print(f"\n{os.path.basename(path)}: {n:,} packets, median of {a.repeat}")
+            print(f"{'command':32} {'pkt/s':>10} {'vs editcap':>10} {'peak RSS':>9}")
+            for name, rate, ratio, rss in rows:
+                print(f"{name:32} {rate:10,.0f} {ratio:9.2f}x {rss:6.0f} MiB")
+    finally:
+        shutil.rmtree(outdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
