@@ -28,6 +28,7 @@ import shlex
 import shutil
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 
@@ -172,6 +173,10 @@ def main():
     if not os.path.exists(mixed):
         generate_mixed(mixed, a.packets)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # byte-compiled as an installed package is (pip compiles at install;
+    # with PYTHONDONTWRITEBYTECODE every run would compile every module)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(repo, "pcapgro")],
+                   check=True)
     pcapgro = [sys.executable, "-c",
                f"import sys; sys.path.insert(0, {repo!r}); from pcapgro.cli import main; main()"]
     shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
