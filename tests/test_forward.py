@@ -391,3 +391,62 @@ def test_fragmentation_matches_namespace_forwarder(kw):
     got, ours, st, diffs = _kernel_vs_pcapgro(frames, plan, mtu=1280, **kw)
     assert not diffs, diffs
     assert st["forward"]["fragments"] > 0
+
+
+# ------------------------------------------------- GSO info, not comment text
+
+SAMPLE = __import__("pathlib").Path(__file__).resolve().parents[1] / "samples" / "tcp4-bulk-wire.pcap"
+
+
+def _sample():
+    r = open_reader(SAMPLE)
+    try:
+        return [ev for ev in r if type(ev) is Packet]
+    finally:
+        r.close()
+
+
+@pytest.mark.parametrize("annotate", [True, False])
+def test_aggregates_carry_gso_info(annotate):
+    """Every aggregate GRO writes carries skb_shinfo's GSO fields (kind,
+    fraglist, gso_size = first segment's payload, gso_segs = segments),
+    with or without annotations; singles and passed packets none."""
+    from pcapgro.gro import GROEngine
+    from pcapgro.record import GSOInfo
+    eng = GROEngine(GROConfig(annotate=annotate))
+    out = [e for e in eng.process(_sample()) if type(e) is Packet]
+    aggs = [p for p in out if p.gso is not None]
+    st = eng.stats.to_dict()
+    assert len(aggs) == st["aggregates"] == 29
+    assert sorted(p.gso.gso_segs for p in aggs) == sorted(
+        int(k) for k, n in st["segments_per_aggregate"]["histogram"].items() for _ in range(n))
+    assert {(p.gso.kind, p.gso.fraglist, p.gso.gso_size) for p in aggs} == {("tcp", False, 1448)}
+    assert aggs[0].gso == GSOInfo("tcp", False, 1448, aggs[0].gso.gso_segs)
+
+
+def test_fraglist_udp_aggregates_carry_gso_info():
+    from pcapgro.gro import GROEngine
+    if not WIRE:
+        pytest.skip(f"no captures in {KERNEL}")
+    eng = GROEngine(GROConfig(fraglist=True))
+    aggs = [e for e in eng.process(packets("udp4-fraglist")) if type(e) is Packet and e.gso]
+    assert aggs and all(p.gso.kind == "udp" and p.gso.fraglist for p in aggs)
+    assert sum(p.gso.gso_segs for p in aggs) == eng.stats.segments_merged
+
+
+def test_forwarding_reads_gso_info_not_comments():
+    """A capture merged before (its aggregates carry pcapgro's comments) is
+    forwarded as a Linux forwarder would forward such big frames: GRO
+    merges none of them (each is near 64 KiB), so they carry no GSO info
+    and are sent as received, not cut by the gso_size an old comment
+    names.  (Before: 58 packets in, the old aggregates re-segmented into
+    1,109 out.)"""
+    from pcapgro.gro import GROEngine
+    merged = [e for e in GROEngine(GROConfig()).process(_sample()) if type(e) is Packet]
+    assert sum(1 for p in merged if p.gso) == 29
+    again = [Packet(p.ts, p.data, p.orig_len, p.iface, p.linktype, p.meta) for p in merged]
+    out, st = forward(again, GROConfig(), router=False)
+    assert len(out) == 58 and st.segmented == 0
+    assert [p.data for p in out] == [p.data for p in merged]
+    assert all(p.meta is None or not any(c.startswith("pcapgro") for c in p.meta.comments)
+               for p in out)
