@@ -69,7 +69,6 @@ running kernel, see ``docs/kernel-findings.md``):
 Memory: what GRO holds (<= 64 aggregates) plus one aggregate's segments.
 """
 
-from collections import Counter
 from dataclasses import replace
 
 from . import restore as _restore
@@ -79,7 +78,7 @@ from .fcs import ETH_FCS, InterfaceFCS, refresh_fcs, with_fcs
 from .gro import GROConfig, GROEngine
 from .gso import GSOConfig, GSOSplitter
 from .linklayer import ETH_P_IP, network_layer
-from .record import Packet, PacketMeta
+from .record import Packet
 
 __all__ = ["Forwarder", "ForwardStats", "FRAGLIST_IDS", "FRAGLIST_TTL", "UDP_IDS"]
 
