@@ -7,7 +7,8 @@ software GSO cuts it again.  :class:`Forwarder` composes the unchanged
 one streaming pass.  As in the kernel, an aggregate GRO completed carries
 its GSO fields (``Packet.gso``, a :class:`~pcapgro.record.GSOInfo`: TCP or
 UDP, fraglist or not, gso_size, segments): a packet without them is
-forwarded as received, whatever comments it carries.  The original packets
+forwarded as received, unless it comes from a capture merged before (its
+aggregate note holds the GSO fields: :func:`input_gso`).  The original packets
 (a fraglist aggregate's chain, the IPv4 IDs of a standard one) come from
 its restore record (GRO run with ``annotate=True``)::
 
@@ -69,6 +70,7 @@ running kernel, see ``docs/kernel-findings.md``):
 Memory: what GRO holds (<= 64 aggregates) plus one aggregate's segments.
 """
 
+import re
 from dataclasses import replace
 
 from . import restore as _restore
@@ -78,7 +80,7 @@ from .fcs import ETH_FCS, InterfaceFCS, refresh_fcs, with_fcs
 from .gro import GROConfig, GROEngine
 from .gso import GSOConfig, GSOSplitter
 from .linklayer import ETH_P_IP, network_layer
-from .record import Packet
+from .record import GSOInfo, Packet
 
 __all__ = ["Forwarder", "ForwardStats", "FRAGLIST_IDS", "FRAGLIST_TTL", "UDP_IDS"]
 
@@ -257,6 +259,27 @@ def _strip(meta):
     return _restore.strip_own(meta, True)
 
 
+_AGG_NOTE = re.compile(r"\((fraglist )?(TCP|UDP)\) of ([0-9]+) segments, gso_size ([0-9]{1,5})$")
+
+
+def input_gso(meta):
+    """The GSO fields an input packet carries from an earlier pcapgro merge
+    (a capture merged before: its aggregates are GSO packets, their fields
+    stored in the pcapng aggregate note, the latest merge's), as a
+    :class:`~pcapgro.record.GSOInfo`, or None.  (This merge's own
+    aggregates carry theirs in ``Packet.gso``.)"""
+    if meta is None:
+        return None
+    for c in reversed(meta.comments):
+        if c.startswith(_restore.AGG_TAG):
+            m = _AGG_NOTE.search(c)
+            if m is None:
+                return None
+            return GSOInfo(m.group(2).lower(), m.group(1) is not None, int(m.group(4)),
+                           int(m.group(3)))
+    return None
+
+
 def _wire_meta(meta):
     """``meta`` of a frame sent: without pcapgro's comments, which a packet
     of an input merged before still carries (restore gives back only this
@@ -347,11 +370,19 @@ class Forwarder:
         """Everything the egress sends for one packet GRO handed up."""
         st = self.stats
         t = p.ts
-        gso = p.gso
         try:
             recs = _restore.restore(p)
         except ValueError:
             recs = None
+        gso = p.gso
+        if gso is None:
+            gso = input_gso(p.meta)
+        elif recs and gso.kind == "tcp" and not gso.fraglist:
+            # a GSO packet at the head keeps its gso_size (tcp_gro_receive:
+            # mss = skb_shinfo(p)->gso_size)
+            head = input_gso(recs[0][1].meta)
+            if head is not None:
+                gso = GSOInfo(gso.kind, False, head.gso_size, gso.gso_segs)
         if gso is None:
             # a single packet: passed by GRO, or held and completed alone
             orig = recs[0][1] if recs else p

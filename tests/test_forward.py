@@ -435,18 +435,31 @@ def test_fraglist_udp_aggregates_carry_gso_info():
 
 
 def test_forwarding_reads_gso_info_not_comments():
-    """A capture merged before (its aggregates carry pcapgro's comments) is
-    forwarded as a Linux forwarder would forward such big frames: GRO
-    merges none of them (each is near 64 KiB), so they carry no GSO info
-    and are sent as received, not cut by the gso_size an old comment
-    names.  (Before: 58 packets in, the old aggregates re-segmented into
-    1,109 out.)"""
+    """This merge's aggregates are segmented by their GSO info: a comment
+    naming another gso_size (text a user could edit) changes nothing; a
+    packet whose only pcapgro-like comment is not an aggregate note is
+    forwarded as received."""
     from pcapgro.gro import GROEngine
+    from pcapgro.record import PacketMeta
     merged = [e for e in GROEngine(GROConfig()).process(_sample()) if type(e) is Packet]
-    assert sum(1 for p in merged if p.gso) == 29
-    again = [Packet(p.ts, p.data, p.orig_len, p.iface, p.linktype, p.meta) for p in merged]
-    out, st = forward(again, GROConfig(), router=False)
-    assert len(out) == 58 and st.segmented == 0
-    assert [p.data for p in out] == [p.data for p in merged]
-    assert all(p.meta is None or not any(c.startswith("pcapgro") for c in p.meta.comments)
-               for p in out)
+    agg = next(p for p in merged if p.gso is not None and p.gso.gso_segs == 45)
+    fw = Forwarder(GROConfig(), router=False)
+    want = fw._forward(agg)
+    assert len(want) == 45 and {len(q.data) for q in want[:-1]} == {14 + 20 + 32 + 1448}
+    c = [x.replace("gso_size 1448", "gso_size 100") for x in agg.meta.comments]
+    lied = Packet(agg.ts, agg.data, agg.orig_len, agg.iface, agg.linktype,
+                  PacketMeta(comments=c, flags=agg.meta.flags), agg.gso)
+    assert [q.data for q in Forwarder(GROConfig(), router=False)._forward(lied)] == \
+        [q.data for q in want]
+    plain = Packet(agg.ts, agg.data, agg.orig_len, agg.iface, agg.linktype,
+                   PacketMeta(comments=["pcapgro: GRO aggregate? no, a user note"]))
+    assert [q.data for q in Forwarder(GROConfig(), router=False)._forward(plain)] == [agg.data]
+
+
+def test_input_gso_from_an_earlier_merge():
+    from pcapgro.forward import input_gso
+    from pcapgro.record import GSOInfo, PacketMeta
+    m = PacketMeta(comments=["x", "pcapgro: GRO aggregate (fraglist UDP) of 7 segments, "
+                             "gso_size 1200", "pcapgro-restore v1 i=3 t=5"])
+    assert input_gso(m) == GSOInfo("udp", True, 1200, 7)
+    assert input_gso(PacketMeta(comments=["note"])) is None and input_gso(None) is None
