@@ -1,12 +1,14 @@
-"""The ``pcapgro`` command line (click).  Thin: all logic lives in
-:mod:`pcapgro.capture`, :mod:`pcapgro.pipeline` and the engines.
+"""The ``pcapgro`` command line (click).  Thin: it parses options (merge's
+and split's from the tables in :mod:`pcapgro.jobs.options`), calls the
+library's jobs (:mod:`pcapgro.jobs`) and prints what they return.
 
 Contract (every command): ``pcapgro COMMAND [OPTIONS] IN OUT`` with ``-``
 for stdin/stdout; common options ``-q/--quiet``, ``-F pcap|pcapng``,
 ``--stats FILE`` (JSON, ``-`` = stdout), ``--version``, ``--help``.
 Exit status: 0 done, 1 differences found (``verify``, ``--verify``), 2
 usage error / unusable input, 3 input damaged part-way (output written up to
-the damage), 130 interrupted (partial output removed), 143 terminated by
+the damage), 130 interrupted (partial output removed), 141 OUT closed by its
+reader (statistics of what was written, no message), 143 terminated by
 SIGTERM (partial output removed; a live capture ends normally instead).  Never a traceback: :func:`main` turns every error into one line.
 """
 
@@ -21,13 +23,17 @@ import sys
 
 import click
 
-from . import __version__
-from . import pipeline
-from .capture import open_reader, open_writer, format_for_path, same_file, FORMATS
-from .errors import (PcapgroError, DamagedInput, UnusableInput, EXIT_USAGE,
-                     EXIT_DAMAGED, EXIT_INTERRUPTED, EXIT_TERMINATED)
+from click.core import ParameterSource
 
-__all__ = ["cli", "main", "run_command"]
+from . import __version__
+from . import jobs
+from .capture import FORMATS
+from .errors import (PcapgroError, DamagedInput, OptionError, OutputClosed, UnusableInput,
+                     EXIT_USAGE, EXIT_DAMAGED, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED)
+from .jobs import files
+from .jobs.options import MERGE_OPTIONS, SPLIT_OPTIONS
+
+__all__ = ["cli", "main", "table_options"]
 
 
 class _Exit(Exception):
@@ -182,53 +188,40 @@ def _stats_table(stats):
             f"  out  {stats['packets_out']:>12,} {stats['bytes_out']:>14,}\n")
 
 
-def _report(stats, quiet, stats_path):
+def _write_err(lines):
+    try:
+        sys.stderr.write("".join(line + "\n" for line in lines))
+    except OSError:
+        pass
+
+
+def _report(report, quiet, stats_path, verify_lines=None):
+    """Print a job's :class:`~pcapgro.jobs.Report` (the table on stderr
+    unless quiet) and write its ``--stats`` (a file: atomically)."""
     if not quiet:
         try:
-            sys.stderr.write(_stats_table(stats))
+            sys.stderr.write(_stats_table(report))
         except OSError:
             pass
     if stats_path:
-        text = json.dumps(stats, indent=2, sort_keys=False) + "\n"
         if stats_path == "-":
-            sys.stdout.write(text)
+            sys.stdout.write(json.dumps(report, indent=2, sort_keys=False) + "\n")
             sys.stdout.flush()
         else:
-            try:
-                with open(stats_path, "w") as fh:
-                    fh.write(text)
-            except OSError as e:
-                raise UnusableInput(f"cannot write {stats_path}: {e.strerror or e}") from None
+            files.write_stats(stats_path, report)
+    if not quiet:
+        _write_err(report.lines)
+    if report.verdict is not None:
+        v = report.verdict
+        _write_err(v.summary_lines() if not quiet else v.problem_lines())
 
 
-def _clobbers(a, b):
-    """``a`` would overwrite the regular file (or the same new path) ``b``:
-    two names of one device or FIFO (``/dev/null``) are fine."""
-    return same_file(a, b) and not (os.path.exists(a) and not os.path.isfile(a))
-
-
-def _stdin_is(path):
-    """Standard input is redirected from the regular file ``path``."""
-    try:
-        a, b = os.fstat(0), os.stat(path)
-    except OSError:
-        return False
-    return stat.S_ISREG(a.st_mode) and (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
-
-
-def _refuse_clobber(in_path, out_path, stats_path, out_label="OUT"):
-    """Usage error (exit 2) when OUT or the ``--stats`` file would overwrite
-    IN, or the ``--stats`` file is OUT (editcap and tcpdump would destroy
-    the capture being read; pcapgro refuses instead)."""
-    if in_path == "-" and out_path != "-" and _stdin_is(out_path):
-        raise click.UsageError(f"{out_label} {out_path} is the file standard input reads: "
-                               "write to another file")
-    if in_path is not None and _clobbers(out_path, in_path):
-        raise click.UsageError(f"{out_label} {out_path} is the same file as IN: "
-                               "write to another file")
+def _refuse_stats_clobber(in_path, out_path, stats_path, out_label="OUT"):
+    """Usage error (exit 2) when the ``--stats`` file would overwrite IN or
+    OUT."""
     if stats_path and stats_path != "-":
         for label, p in (("IN", in_path), (out_label, out_path)):
-            if p is not None and _clobbers(stats_path, p):
+            if p is not None and files.clobbers(stats_path, p):
                 raise click.UsageError(f"--stats {stats_path} is the same file as {label}: "
                                        "write the statistics to another file")
 
@@ -260,100 +253,56 @@ def _check_stats_path(stats_path):
         raise UnusableInput(f"cannot write {stats_path}: Permission denied")
 
 
-def run_command(in_path, out_path, quiet=False, out_format=None, stats_path=None,
-                transform=None, extra_stats=None, build=None, after=None, live=None):
-    """Run one IN -> OUT job with the common options.
+def _usage(make):
+    """``make()``, with the library's OptionError shown as a usage error."""
+    try:
+        return make()
+    except OptionError as e:
+        raise click.UsageError(str(e)) from None
 
-    Args:
-        in_path, out_path: paths or '-'.
-        quiet:       no progress bar / statistics table.
-        out_format:  'pcap', 'pcapng' or None (OUT's extension, else input's).
-        stats_path:  None, a path, or '-' (stdout; refused when OUT is '-').
-        transform:   None or callable(iterator of events) -> iterator of events.
-        extra_stats: None or callable() -> dict of {key: dict} merged into the
-                     statistics (e.g. ``{"gro": {...}}``).
-        build:       None or callable(output format) -> (transform,
-                     extra_stats, table) built once the output format is
-                     known; ``table`` is None or callable() -> list of lines
-                     printed after the packet counts (unless quiet).
-        live:        None, or a :class:`pcapgro.live.LiveCapture` to read
-                     instead of ``in_path``: output is flushed after every
-                     batch, and SIGINT/SIGTERM end the capture normally.
-        after:       None or callable() -> (stats dict, lines, status) run
-                     once OUT is complete and the input was not damaged
-                     (``--verify``); its statistics join the others, its
-                     lines go to stderr after the table, its status (0/1)
-                     is returned.
-    Returns: the exit status (0, 1 or 3).
-    Raises: PcapgroError (exit 2), _Exit(130) on KeyboardInterrupt, _Exit(143)
-            on SIGTERM (OUT removed in both cases).
-    """
+
+def _run_job(job, in_path, out_path, quiet, stats_path, do_verify):
+    """Run a checked :class:`~pcapgro.jobs.Job` with the common options and
+    return the exit status: 0, 1 (``--verify`` found differences), 3 (IN
+    damaged part-way), 141 (OUT closed by its reader)."""
     if stats_path == "-" and out_path == "-":
         raise click.UsageError("--stats - needs OUT to be a file (standard output is the capture)")
-    _refuse_clobber(None if live is not None else in_path, out_path, stats_path)
+    _refuse_stats_clobber(None if job.live is not None else in_path, out_path, stats_path)
     _check_stats_path(stats_path)
     if stats_path == "-" and sys.stdout is None:
         raise UnusableInput("cannot write --stats - : standard output is closed")
-    reader = live.start() if live is not None else open_reader(in_path)
-    status = 0
-    damaged = None
+    progress, bar = (None, None) if job.live is not None else _progress_bar(quiet, in_path)
     try:
-        fmt = out_format or format_for_path(out_path, reader.format)
-        table = None
-        if build is not None:
-            transform, extra_stats, table = build(fmt)
-        writer = open_writer(out_path, fmt)
-        if live is not None:
-            _flush_each_batch(writer)
-            progress, bar = None, None
-        else:
-            progress, bar = _progress_bar(quiet, in_path)
-        try:
-            pipeline.run(reader, writer, transform, progress)
-        except DamagedInput as e:
-            damaged = e
-            writer.close()
-        except KeyboardInterrupt as e:
-            writer.abort()
-            raise _Exit(getattr(e, "status", EXIT_INTERRUPTED),
-                        getattr(e, "message", "interrupted")) from None
-        except BaseException:
-            writer.abort()
-            raise
-        else:
-            writer.close()
-        finally:
-            if bar is not None:
-                bar.close()
+        report = job.run(progress)
+    except KeyboardInterrupt as e:
+        raise _Exit(getattr(e, "status", EXIT_INTERRUPTED),
+                    getattr(e, "message", "interrupted")) from None
+    except DamagedInput as e:
+        _report(e.report, quiet, stats_path)
+        if do_verify:
+            _err("verify skipped: the input is damaged")
+        _err(str(e))
+        return EXIT_DAMAGED
+    except OutputClosed as e:
+        # the reader had enough (editcap exits 141 here): no error line
+        _report(e.report, quiet, stats_path)
+        _stdout_to_devnull()
+        return EXIT_PIPE
     finally:
-        reader.close()
-        if live is not None:
-            live.check()
-    stats = pipeline.counts(reader, writer)
-    if extra_stats is not None:
-        stats.update(extra_stats())
-    checked = None
-    if after is not None and damaged is None:
-        checked = after()
-        stats.update(checked[0])
-    _report(stats, quiet, stats_path)
-    if table is not None and not quiet:
-        try:
-            sys.stderr.write("".join(line + "\n" for line in table()))
-        except OSError:
-            pass
-    if checked is not None:
-        try:
-            sys.stderr.write("".join(line + "\n" for line in checked[1]))
-        except OSError:
-            pass
-        status = checked[2]
-    elif after is not None and damaged is not None:
-        _err("verify skipped: the input is damaged")
-    if damaged is not None:
-        _err(str(damaged))
-        status = EXIT_DAMAGED
-    return status
+        if bar is not None:
+            bar.close()
+    _report(report, quiet, stats_path)
+    return report.status
+
+
+def _stdout_to_devnull():
+    """Standard output's reader is gone: nothing more may be written there
+    (Python's flush at exit would fail on it)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+    except OSError:
+        pass
 
 
 def _verify_option(f):
@@ -361,25 +310,6 @@ def _verify_option(f):
         "--verify", "do_verify", is_flag=True,
         help="Then check OUT against IN through tshark, as 'pcapgro verify' does "
              "(exit 1 if they differ; needs tshark, IN and OUT files).")(f)
-
-
-def _flush_each_batch(writer):
-    """Live output: write every batch out as soon as it is made (so
-    ``pcapgro merge -i eth0 - | wireshark -k -i -`` shows packets as they
-    come), instead of collecting 1 MiB first."""
-    wb = writer.write_batch
-    sink = writer._sink
-    # the pcap writer puts its file header in front at its first flush
-    flush = getattr(writer, "_flush", None) or sink.flush
-
-    def write_batch(events):
-        wb(events)
-        flush()
-        try:
-            sink.f.flush()
-        except (AttributeError, OSError, ValueError):
-            pass
-    writer.write_batch = write_batch
 
 
 def _live(opts, quiet):
@@ -396,52 +326,34 @@ def _live(opts, quiet):
                        quiet=quiet)
 
 
-def _verify_after(in_path, out_path, quiet, csum="valid"):
-    """The ``after`` hook of :func:`run_command` for ``--verify`` (None when
-    not asked); refuses '-' and a missing tshark before anything is written."""
-    from . import verify as vf
-    for label, p in (("IN", in_path), ("OUT", out_path)):
-        if p == "-":
-            raise click.UsageError(f"--verify needs {label} to be a file: tshark reads IN and "
-                                   f"OUT after OUT is written ('-' cannot be read again)")
-        what = vf.not_a_file(p) if p is not None else None
-        if what:
-            raise click.UsageError(f"--verify needs {label} to be a regular file: tshark reads "
-                                   f"IN and OUT after OUT is written ({p} is {what})")
-    vf.tshark_path()
+def table_options(table):
+    """Decorator adding one click option per :class:`~pcapgro.jobs.options.
+    Option` of ``table`` (``--help`` lists them in table order)."""
+    def deco(f):
+        for o in reversed(table):
+            kw = {"help": o.help}
+            if o.is_flag:
+                kw["is_flag"] = True
+            else:
+                kw["type"] = o.type
+                if o.default is not None:
+                    kw["default"] = o.default
+                    kw["show_default"] = not o.multiple
+                if o.metavar:
+                    kw["metavar"] = o.metavar
+                if o.multiple:
+                    kw["multiple"] = True
+            f = click.option(o.flag, o.name, **kw)(f)
+        return f
+    return deco
 
-    def after():
-        v = vf.verify(in_path, out_path, csum=csum)
-        lines = v.summary_lines() if not quiet else v.problem_lines()
-        return {"verify": v.to_dict()}, lines, v.status
-    return after
 
-
-def _gro_build(opts, quiet):
-    """The GRO transform for ``merge``'s options: a builder for
-    :func:`run_command` (None for ``--no-gro``)."""
-    if opts["no_gro"]:
-        return None
-    from .gro import GROConfig, GROEngine
-
-    def build(fmt):
-        if fmt == "pcap" and not quiet and not opts["gso"]:
-            _err("note: pcap output cannot hold the aggregate comments and restore "
-                 "records (use -F pcapng to keep them)")
-        cfg = GROConfig(
-            gro_max_size=opts["gro_max_size"], verify_csum=not opts["no_verify_csum"],
-            csum=opts["csum"], hz=opts["hz"], napi_budget=opts["napi_budget"],
-            poll_gap_ns=opts["poll_gap"], gro_flush_timeout=opts["gro_flush_timeout"],
-            hash=opts["hash"], udp=opts["udp"], fraglist=opts["fraglist"],
-            local_ports=frozenset(opts["local_port"]), vlan_gro=not opts["no_vlan_gro"],
-            annotate=fmt == "pcapng")
-        if opts["gso"]:
-            from .forward import Forwarder
-            fwd = Forwarder(cfg, egress_mtu=opts["egress_mtu"], router=not opts["bridge"])
-            return fwd.process, fwd.stats.to_dict, fwd.stats.table
-        engine = GROEngine(cfg)
-        return engine.process, lambda: {"gro": engine.stats.to_dict()}, engine.stats.table
-    return build
+def _given(table, opts):
+    """The options of ``table`` set on the command line: {name: value}."""
+    ctx = click.get_current_context()
+    unset = (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+    return {o.name: opts[o.name] for o in table
+            if ctx.get_parameter_source(o.name) not in unset}
 
 
 _MERGE_EPILOG = """\b
@@ -453,46 +365,7 @@ Examples:
 
 
 @cli.command(epilog=_MERGE_EPILOG)
-@click.option("--no-gro", is_flag=True,
-              help="GRO off (as 'ethtool -K dev gro off'): a pure pass-through.")
-@click.option("--no-verify-csum", is_flag=True,
-              help="Do not verify TCP/UDP checksums (the kernel verifies them; a bad one never "
-                   "merges): trust them, so an aggregate's TCP checksum is computed from its "
-                   "segments' fields, not their bytes.")
-@click.option("--csum", type=click.Choice(["valid", "kernel"]), default="valid", show_default=True,
-              help="Checksum written on aggregates: a valid one, or what the kernel leaves "
-                   "(pseudo-header seed; fraglist: the first packet's).")
-@click.option("--gro-max-size", type=click.IntRange(1, 524280), default=65536, show_default=True,
-              metavar="BYTES", help="gro_max_size: aggregates stay below it; above 65536 is BIG TCP "
-                                    "(IPv4 total length 0, IPv6 Hop-by-Hop jumbo).")
-@click.option("--gro-flush-timeout", type=click.IntRange(0), default=0, show_default=True,
-              metavar="NS", help="gro_flush_timeout: hold packets across polls for this long (ns).")
-@click.option("--napi-budget", type=click.IntRange(0), default=0, show_default=True, metavar="N",
-              help="Packets per NAPI poll (64 in most drivers); 0 = polls end only at gaps.")
-@click.option("--hz", type=click.Choice(["100", "250", "300", "1000"]), default="250",
-              show_default=True, callback=lambda c, p, v: int(v),
-              help="Kernel tick rate, for the 'old packets only' flush rule.")
-@click.option("--poll-gap", type=click.IntRange(0), default=1_000_000, show_default=True,
-              metavar="NS", help="A gap between packets longer than this ends a NAPI poll (ns).")
-@click.option("--hash", type=click.Choice(["flow", "none"]), default="flow", show_default=True,
-              help="Flow hash: 'flow' = each flow its own (RSS, local sockets), "
-                   "'none' = all in GRO bucket 0 (tcpreplay into a veth).")
-@click.option("--udp", type=click.Choice(["off", "gro"]), default="off", show_default=True,
-              help="UDP GRO: 'gro' = rx-udp-gro-forwarding on and UDP_GRO on local sockets.")
-@click.option("--fraglist", is_flag=True,
-              help="rx-gro-list on: forwarded TCP and UDP flows use fraglist GRO.")
-@click.option("--local-port", type=click.IntRange(0, 65535), multiple=True, metavar="PORT",
-              help="Flows to PORT have a local socket (repeatable).")
-@click.option("--no-vlan-gro", is_flag=True,
-              help="No VLAN GRO handler (a kernel built without CONFIG_VLAN_8021Q): "
-                   "802.1Q/802.1ad-tagged frames pass unmerged.")
-@click.option("--gso", is_flag=True,
-              help="Forward: after GRO, segment every aggregate as a Linux forwarder's "
-                   "egress GSO does (TTL/hop limit - 1; fraglist gives the packets back).")
-@click.option("--egress-mtu", type=click.IntRange(68, 65535), metavar="N",
-              help="With --gso: egress MTU; DF/IPv6 aggregates that do not fit are dropped "
-                   "(ICMP counted), IPv4 without DF is fragmented.")
-@click.option("--bridge", is_flag=True, help="With --gso: a bridge, not a router (no TTL change).")
+@table_options(MERGE_OPTIONS)
 @_verify_option
 @live_options
 @common_options
@@ -504,31 +377,11 @@ def merge(in_path, out_path, quiet, out_format, stats_path, do_verify, **opts):
     in order.  With --no-gro, copy IN to OUT unchanged.
     """
     live = _live(opts, quiet)
-    if do_verify and live is not None:
-        raise click.UsageError("--verify needs IN as a file, not live input")
-    if (opts["egress_mtu"] or opts["bridge"]) and not opts["gso"]:
-        raise click.UsageError("--egress-mtu and --bridge go with --gso")
-    if opts["gso"] and opts["no_gro"]:
-        raise click.UsageError("--gso needs GRO (drop --no-gro)")
-    after = (_verify_after(in_path, out_path, quiet, "valid" if opts["no_gro"] else opts["csum"])
-             if do_verify else None)
-    build = _gro_build(opts, quiet)
-    sys.exit(run_command(in_path, out_path, quiet, out_format, stats_path, build=build,
-                         after=after, live=live))
-
-
-def _split_build(opts, quiet):
-    def build(fmt):
-        if opts["restore"]:
-            from .restore import Restorer
-            r = Restorer()
-            return (r.process, lambda: {"restore": dict(r.stats)}, lambda: _restore_table(r.stats))
-        from .gso import GSOConfig, GSOSplitter
-        cfg = GSOConfig(mss=opts["mss"], mtu=opts["mtu"], gso_size=opts["gso_size"],
-                        fixed_id=opts["fixed_id"], annotate=fmt == "pcapng")
-        sp = GSOSplitter(cfg)
-        return sp.process, lambda: {"gso": sp.stats.to_dict()}, sp.stats.table
-    return build
+    note = None if quiet else _err
+    job = _usage(lambda: jobs.plan_merge(
+        live if live is not None else in_path, out_path, out_format=out_format,
+        verify=do_verify, note=note, explicit=True, **_given(MERGE_OPTIONS, opts)))
+    sys.exit(_run_job(job, in_path, out_path, quiet, stats_path, do_verify))
 
 
 _SPLIT_EPILOG = """\b
@@ -540,19 +393,7 @@ Examples:
 
 
 @cli.command(epilog=_SPLIT_EPILOG)
-@click.option("--mss", type=click.IntRange(8, 65535), metavar="N",
-              help="TCP segment payload size for every flow (default: per flow from the "
-                   "capture: SYN MSS, gso_size recorded by pcapgro merge, largest "
-                   "segment, else what fits --mtu).")
-@click.option("--mtu", type=click.IntRange(68, 65535), default=1500, show_default=True, metavar="N",
-              help="Largest L3 length of a segment when no MSS is known.")
-@click.option("--gso-size", type=click.IntRange(8, 65535), metavar="N",
-              help="UDP datagram payload size (UDP super-packets need it, except "
-                   "pcapgro merge's own aggregates, which record it).")
-@click.option("--fixed-id", is_flag=True, help="Keep the IPv4 ID on every segment (SKB_GSO_TCP_FIXEDID).")
-@click.option("--restore", is_flag=True,
-              help="Give back the exact original packets of pcapgro merge's own aggregates "
-                   "(pcapng written by merge); other packets pass unchanged.")
+@table_options(SPLIT_OPTIONS)
 @_verify_option
 @live_options
 @common_options
@@ -567,13 +408,10 @@ def split(in_path, out_path, quiet, out_format, stats_path, do_verify, **opts):
     unchanged (partial checksums from a sender's offload are completed).
     """
     live = _live(opts, quiet)
-    if do_verify and live is not None:
-        raise click.UsageError("--verify needs IN as a file, not live input")
-    if opts["restore"] and any(opts[k] for k in ("mss", "gso_size", "fixed_id")):
-        raise click.UsageError("--restore takes no segmentation options")
-    after = _verify_after(in_path, out_path, quiet) if do_verify else None
-    sys.exit(run_command(in_path, out_path, quiet, out_format, stats_path,
-                         build=_split_build(opts, quiet), after=after, live=live))
+    job = _usage(lambda: jobs.plan_split(
+        live if live is not None else in_path, out_path, out_format=out_format,
+        verify=do_verify, explicit=True, **_given(SPLIT_OPTIONS, opts)))
+    sys.exit(_run_job(job, in_path, out_path, quiet, stats_path, do_verify))
 
 
 _VERIFY_EPILOG = """\b
@@ -582,20 +420,6 @@ Examples:
   pcapgro verify --csum kernel wire.pcap kernel-gro.pcap
   pcapgro verify --json in.pcap out.pcapng | jq .problems
 """
-
-
-def _restore_table(st):
-    lines = [f"restore: {st['restored']} aggregates given back as "
-             f"{st['segments']} packets, {st['passed']} passed"]
-    if st["unrecorded"]:
-        lines.append(f"  {st['unrecorded']} aggregates carry no restore record (cut by a "
-                     "snaplen: merge keeps only their contiguous captured bytes) and "
-                     "stay as they are")
-    if st.get("unfit"):
-        lines.append(f"  {st['unfit']} restore records do not fit their packet (the "
-                     "capture was edited after merge: cut, chopped or changed) and "
-                     "those packets stay as they are")
-    return lines
 
 
 @cli.command("verify", epilog=_VERIFY_EPILOG)
@@ -623,25 +447,22 @@ def verify_cmd(in_path, out_path, csum, as_json, stats_path, quiet, max_problems
     Exit status: 0 faithful, 1 differences (first ones named by OUT frame
     number and stream), 2 unusable input or no tshark.
     """
-    from . import verify as vf
     for label, p in (("IN", in_path), ("OUT", out_path)):
         if p == "-":
             raise click.UsageError(f"verify needs {label} to be a file (tshark reads it; "
                                    "'-' is not supported)")
-    _refuse_clobber(None, out_path, stats_path)
-    if stats_path and stats_path != "-" and _clobbers(stats_path, in_path):
-        raise click.UsageError(f"--stats {stats_path} is the same file as IN: "
-                               "write the statistics to another file")
+    _refuse_stats_clobber(None, out_path, stats_path)
+    _refuse_stats_clobber(in_path, None, stats_path)
     _check_stats_path(stats_path)
     if sys.stdout is None and (as_json or stats_path == "-" or not quiet):
         # -q alone may run with stdout closed: the exit status is the answer
         raise UnusableInput("cannot write the result: standard output is closed")
-    v = vf.verify(in_path, out_path, csum=csum)
-    d = v.to_dict()
+    report = _usage(lambda: jobs.verify(in_path, out_path, csum=csum))
+    v = report.verdict
     if sys.stdout is None:
         pass
     elif as_json or stats_path == "-":
-        sys.stdout.write(json.dumps(d, indent=2) + "\n")
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
     elif quiet:
         if v.problems_total:
             sys.stdout.write("".join(ln + "\n" for ln in v.problem_lines(max_problems)))
@@ -650,12 +471,8 @@ def verify_cmd(in_path, out_path, csum, as_json, stats_path, quiet, max_problems
     if sys.stdout is not None:
         sys.stdout.flush()
     if stats_path and stats_path != "-":
-        try:
-            with open(stats_path, "w") as fh:
-                fh.write(json.dumps(d, indent=2) + "\n")
-        except OSError as e:
-            raise UnusableInput(f"cannot write {stats_path}: {e.strerror or e}") from None
-    sys.exit(v.status)
+        files.write_stats(stats_path, report)
+    sys.exit(report.status)
 
 
 def _fill_closed_std_fds():
@@ -713,12 +530,10 @@ def main(argv=None):
         _err(getattr(e, "message", "interrupted"))
         status = getattr(e, "status", EXIT_INTERRUPTED)
     except (BrokenPipeError, _OutputClosed):
+        # standard output closed while writing statistics or a verdict
+        # (EPIPE on OUT itself ends a job with 141, see _run_job)
         _err("error: output closed (broken pipe)")
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, 1)
-        except OSError:
-            pass
+        _stdout_to_devnull()
         status = EXIT_USAGE
     except PcapgroError as e:
         _err(f"error: {e}")

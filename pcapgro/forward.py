@@ -3,9 +3,14 @@
 A Linux router (or bridge) coalesces what it receives (GRO, standard or
 fraglist), forwards the aggregate as one packet, and the egress device's
 software GSO cuts it again.  :class:`Forwarder` composes the unchanged
-:class:`~pcapgro.gro.GROEngine` (run with ``annotate=True``; every
-aggregate's restore record gives its original packets, gso_size and mode)
-with the GSO rules of the egress path, in one streaming pass::
+:class:`~pcapgro.gro.GROEngine` with the GSO rules of the egress path, in
+one streaming pass.  As in the kernel, an aggregate GRO completed carries
+its GSO fields (``Packet.gso``, a :class:`~pcapgro.record.GSOInfo`: TCP or
+UDP, fraglist or not, gso_size, segments): a packet without them is
+forwarded as received, unless it comes from a capture merged before (its
+aggregate note holds the GSO fields: :func:`input_gso`).  The original packets
+(a fraglist aggregate's chain, the IPv4 IDs of a standard one) come from
+its restore record (GRO run with ``annotate=True``)::
 
     fwd = Forwarder(GROConfig(fraglist=True), egress_mtu=1280)
     for ev in fwd.process(reader):          # events of pcapgro.record
@@ -65,7 +70,7 @@ running kernel, see ``docs/kernel-findings.md``):
 Memory: what GRO holds (<= 64 aggregates) plus one aggregate's segments.
 """
 
-from collections import Counter
+import re
 from dataclasses import replace
 
 from . import restore as _restore
@@ -75,7 +80,7 @@ from .fcs import ETH_FCS, InterfaceFCS, refresh_fcs, with_fcs
 from .gro import GROConfig, GROEngine
 from .gso import GSOConfig, GSOSplitter
 from .linklayer import ETH_P_IP, network_layer
-from .record import Packet, PacketMeta
+from .record import GSOInfo, Packet
 
 __all__ = ["Forwarder", "ForwardStats", "FRAGLIST_IDS", "FRAGLIST_TTL", "UDP_IDS"]
 
@@ -249,25 +254,30 @@ def _fragment(d, orig_len, l3off, mtu):
     return out
 
 
-def _kind(meta):
-    """('fraglist'|'standard', 'TCP'|'UDP', gso_size) from the aggregate
-    comment, or None."""
-    if meta is None:
-        return None
-    for c in meta.comments:
-        if c.startswith(_restore.AGG_TAG):
-            # "pcapgro: GRO aggregate ([fraglist ]TCP|UDP) of N segments, gso_size M"
-            inner = c[c.index("(") + 1:c.index(")")]
-            mode = "fraglist" if inner.startswith("fraglist ") else "standard"
-            proto = inner.split()[-1]
-            g = int(c.rsplit("gso_size ", 1)[1].split()[0])
-            return mode, proto, g
-    return None
-
-
 def _strip(meta):
     """``meta`` without pcapgro's comments and TSO flag (None if empty)."""
-    return _restore._strip(meta, True)
+    return _restore.strip_own(meta, True)
+
+
+_AGG_NOTE = re.compile(r"\((fraglist )?(TCP|UDP)\) of ([0-9]+) segments, gso_size ([0-9]{1,5})$")
+
+
+def input_gso(meta):
+    """The GSO fields an input packet carries from an earlier pcapgro merge
+    (a capture merged before: its aggregates are GSO packets, their fields
+    stored in the pcapng aggregate note, the latest merge's), as a
+    :class:`~pcapgro.record.GSOInfo`, or None.  (This merge's own
+    aggregates carry theirs in ``Packet.gso``.)"""
+    if meta is None:
+        return None
+    for c in reversed(meta.comments):
+        if c.startswith(_restore.AGG_TAG):
+            m = _AGG_NOTE.search(c)
+            if m is None:
+                return None
+            return GSOInfo(m.group(2).lower(), m.group(1) is not None, int(m.group(4)),
+                           int(m.group(3)))
+    return None
 
 
 def _wire_meta(meta):
@@ -277,7 +287,7 @@ def _wire_meta(meta):
     an aggregate note (merge set that bit); unchanged when it has none."""
     if not _restore.carries_own(meta):
         return meta
-    return _restore._strip(meta, any(c.startswith(_restore.AGG_TAG) for c in meta.comments))
+    return _restore.strip_own(meta, any(c.startswith(_restore.AGG_TAG) for c in meta.comments))
 
 
 # ------------------------------------------------------------ the forwarder
@@ -360,31 +370,40 @@ class Forwarder:
         """Everything the egress sends for one packet GRO handed up."""
         st = self.stats
         t = p.ts
-        kind = _kind(p.meta)
         try:
             recs = _restore.restore(p)
         except ValueError:
             recs = None
-        if kind is None:
+        gso = p.gso
+        if gso is None:
+            gso = input_gso(p.meta)
+        elif recs and gso.kind == "tcp" and not gso.fraglist:
+            # a GSO packet at the head keeps its gso_size (tcp_gro_receive:
+            # mss = skb_shinfo(p)->gso_size)
+            head = input_gso(recs[0][1].meta)
+            if head is not None:
+                gso = GSOInfo(gso.kind, False, head.gso_size, gso.gso_segs)
+        if gso is None:
             # a single packet: passed by GRO, or held and completed alone
             orig = recs[0][1] if recs else p
             frames = [(orig, bytearray(orig.data), orig.orig_len, orig.meta if recs
                        else p.meta)]
             return self._send(frames, t, head_only_ttl=False)
-        mode, proto, g = kind
+        g = gso.gso_size
         if recs is None:
             # no restore record (a payload cut by the snaplen): segment the
             # aggregate itself
             st.unrestorable += 1
             agg = Packet(p.ts, p.data, p.orig_len, p.iface, p.linktype, _strip(p.meta))
-            return self._standard(agg, None, g, proto, t)
+            return self._standard(agg, None, g, gso.kind, t)
         origs = [q for _, q in recs]
-        if mode == "fraglist":
+        if gso.fraglist:
             return self._fraglist(p, origs, t)
-        return self._standard(p, origs, g, proto, t)
+        return self._standard(p, origs, g, gso.kind, t)
 
-    def _standard(self, agg, origs, g, proto, t):
-        """skb_segment with gso_size ``g`` on the (TTL-decremented) aggregate."""
+    def _standard(self, agg, origs, g, kind, t):
+        """skb_segment with gso_size ``g`` on the (TTL-decremented)
+        aggregate; ``kind``: its GSOInfo.kind ('tcp' or 'udp')."""
         st = self.stats
         l3off, fam = _l3(agg)
         b = bytearray(agg.data)
@@ -398,7 +417,7 @@ class Forwarder:
             _dec_ttl(b, l3off, fam)
             dec = True
         fixed = False
-        if proto == "TCP" and fam == 4 and origs and len(origs) > 1:
+        if kind == "tcp" and fam == 4 and origs and len(origs) > 1:
             fixed = _ipid(origs[0].data, l3off) == _ipid(origs[1].data, l3off)
         meta = _strip(agg.meta)
         src = Packet(agg.ts, bytes(b), agg.orig_len, agg.iface, agg.linktype, meta)

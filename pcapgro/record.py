@@ -12,7 +12,7 @@ already applied); no floats anywhere on the path.
 
 from __future__ import annotations
 
-__all__ = ["Packet", "PacketMeta", "Interface", "Section", "Block", "RawRecords",
+__all__ = ["Packet", "PacketMeta", "GSOInfo", "Interface", "Section", "Block", "RawRecords",
            "EPB_FLAG_TSO", "BLOCK_EPB", "BLOCK_SPB", "BLOCK_PB"]
 
 # pcapng EPB flags word bit 11: "TCP segmentation offloaded" (a received
@@ -36,22 +36,64 @@ class Packet:
         linktype: LINKTYPE_* value of that interface (e.g. 1 = EN10MB).
         meta:     ``None`` (the common case: nothing but the above) or a
                   :class:`PacketMeta` with comments, flags and other options.
+        gso:      ``None`` (a packet as received or read) or the
+                  :class:`GSOInfo` of an aggregate the GRO engine completed
+                  (never read from or written to a file: a stage after GRO,
+                  such as forwarding, reads it).
     """
 
-    __slots__ = ("ts", "data", "orig_len", "iface", "linktype", "meta")
+    __slots__ = ("ts", "data", "orig_len", "iface", "linktype", "meta", "gso")
 
-    def __init__(self, ts, data, orig_len, iface=0, linktype=1, meta=None):
+    def __init__(self, ts, data, orig_len, iface=0, linktype=1, meta=None, gso=None):
         self.ts = ts
         self.data = data
         self.orig_len = orig_len
         self.iface = iface
         self.linktype = linktype
         self.meta = meta
+        self.gso = gso
 
     def __repr__(self):
         return (f"Packet(ts={self.ts}, caplen={len(self.data)}, "
                 f"orig_len={self.orig_len}, iface={self.iface}, "
                 f"linktype={self.linktype}, meta={self.meta!r})")
+
+
+class GSOInfo:
+    """What GRO completion leaves in an aggregate's ``skb_shinfo()``: the
+    GSO fields a forwarder's egress GSO segments it by (include/linux/
+    skbuff.h; set by tcp_gro_complete / udp_gro_complete and their
+    fraglist branches, net/ipv4/tcp_offload.c, net/ipv4/udp_offload.c).
+
+    Attributes:
+        kind:     'tcp' (SKB_GSO_TCPV4 / SKB_GSO_TCPV6) or 'udp'
+                  (SKB_GSO_UDP_L4).
+        fraglist: True when SKB_GSO_FRAGLIST is set: the packets were
+                  chained, not merged (rx-gro-list), and skb_segment_list
+                  gives them back.
+        gso_size: bytes, the payload of every segment but the last (the
+                  first segment's payload length: ``gso_size``).
+        gso_segs: segments in the aggregate (NAPI_GRO_CB(skb)->count,
+                  ``gso_segs``), >= 2.
+    """
+
+    __slots__ = ("kind", "fraglist", "gso_size", "gso_segs")
+
+    def __init__(self, kind, fraglist, gso_size, gso_segs):
+        self.kind = kind
+        self.fraglist = fraglist
+        self.gso_size = gso_size
+        self.gso_segs = gso_segs
+
+    def __repr__(self):
+        return (f"GSOInfo(kind={self.kind!r}, fraglist={self.fraglist}, "
+                f"gso_size={self.gso_size}, gso_segs={self.gso_segs})")
+
+    def __eq__(self, other):
+        return type(other) is GSOInfo and all(
+            getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    __hash__ = None
 
 
 class PacketMeta:

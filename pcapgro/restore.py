@@ -496,9 +496,11 @@ def level(comments):
     return (j if j >= 0 and comments[j].startswith(note) else None), k
 
 
-def _strip(meta, tso_set):
-    """``meta`` without pcapgro's comments (and without the EPB flag bit 11
-    pcapgro set), or None when nothing else is left."""
+def strip_own(meta, tso_set):
+    """``meta`` (PacketMeta or None) without pcapgro's comments (every
+    merge's: :func:`own_comment`) and, when ``tso_set``, without the EPB
+    flag bit 11 pcapgro set; None when nothing else is left.  What a frame
+    forwarding sends carries (:mod:`pcapgro.forward`)."""
     if meta is None:
         return None
     return _without(meta, [c for c in meta.comments if not own_comment(c)], tso_set)

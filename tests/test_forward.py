@@ -391,3 +391,75 @@ def test_fragmentation_matches_namespace_forwarder(kw):
     got, ours, st, diffs = _kernel_vs_pcapgro(frames, plan, mtu=1280, **kw)
     assert not diffs, diffs
     assert st["forward"]["fragments"] > 0
+
+
+# ------------------------------------------------- GSO info, not comment text
+
+SAMPLE = __import__("pathlib").Path(__file__).resolve().parents[1] / "samples" / "tcp4-bulk-wire.pcap"
+
+
+def _sample():
+    r = open_reader(SAMPLE)
+    try:
+        return [ev for ev in r if type(ev) is Packet]
+    finally:
+        r.close()
+
+
+@pytest.mark.parametrize("annotate", [True, False])
+def test_aggregates_carry_gso_info(annotate):
+    """Every aggregate GRO writes carries skb_shinfo's GSO fields (kind,
+    fraglist, gso_size = first segment's payload, gso_segs = segments),
+    with or without annotations; singles and passed packets none."""
+    from pcapgro.gro import GROEngine
+    from pcapgro.record import GSOInfo
+    eng = GROEngine(GROConfig(annotate=annotate))
+    out = [e for e in eng.process(_sample()) if type(e) is Packet]
+    aggs = [p for p in out if p.gso is not None]
+    st = eng.stats.to_dict()
+    assert len(aggs) == st["aggregates"] == 29
+    assert sorted(p.gso.gso_segs for p in aggs) == sorted(
+        int(k) for k, n in st["segments_per_aggregate"]["histogram"].items() for _ in range(n))
+    assert {(p.gso.kind, p.gso.fraglist, p.gso.gso_size) for p in aggs} == {("tcp", False, 1448)}
+    assert aggs[0].gso == GSOInfo("tcp", False, 1448, aggs[0].gso.gso_segs)
+
+
+def test_fraglist_udp_aggregates_carry_gso_info():
+    from pcapgro.gro import GROEngine
+    if not WIRE:
+        pytest.skip(f"no captures in {KERNEL}")
+    eng = GROEngine(GROConfig(fraglist=True))
+    aggs = [e for e in eng.process(packets("udp4-fraglist")) if type(e) is Packet and e.gso]
+    assert aggs and all(p.gso.kind == "udp" and p.gso.fraglist for p in aggs)
+    assert sum(p.gso.gso_segs for p in aggs) == eng.stats.segments_merged
+
+
+def test_forwarding_reads_gso_info_not_comments():
+    """This merge's aggregates are segmented by their GSO info: a comment
+    naming another gso_size (text a user could edit) changes nothing; a
+    packet whose only pcapgro-like comment is not an aggregate note is
+    forwarded as received."""
+    from pcapgro.gro import GROEngine
+    from pcapgro.record import PacketMeta
+    merged = [e for e in GROEngine(GROConfig()).process(_sample()) if type(e) is Packet]
+    agg = next(p for p in merged if p.gso is not None and p.gso.gso_segs == 45)
+    fw = Forwarder(GROConfig(), router=False)
+    want = fw._forward(agg)
+    assert len(want) == 45 and {len(q.data) for q in want[:-1]} == {14 + 20 + 32 + 1448}
+    c = [x.replace("gso_size 1448", "gso_size 100") for x in agg.meta.comments]
+    lied = Packet(agg.ts, agg.data, agg.orig_len, agg.iface, agg.linktype,
+                  PacketMeta(comments=c, flags=agg.meta.flags), agg.gso)
+    assert [q.data for q in Forwarder(GROConfig(), router=False)._forward(lied)] == \
+        [q.data for q in want]
+    plain = Packet(agg.ts, agg.data, agg.orig_len, agg.iface, agg.linktype,
+                   PacketMeta(comments=["pcapgro: GRO aggregate? no, a user note"]))
+    assert [q.data for q in Forwarder(GROConfig(), router=False)._forward(plain)] == [agg.data]
+
+
+def test_input_gso_from_an_earlier_merge():
+    from pcapgro.forward import input_gso
+    from pcapgro.record import GSOInfo, PacketMeta
+    m = PacketMeta(comments=["x", "pcapgro: GRO aggregate (fraglist UDP) of 7 segments, "
+                             "gso_size 1200", "pcapgro-restore v1 i=3 t=5"])
+    assert input_gso(m) == GSOInfo("udp", True, 1200, 7)
+    assert input_gso(PacketMeta(comments=["note"])) is None and input_gso(None) is None

@@ -75,4 +75,7 @@ def build(napi, agg, t):
     meta = pkt.meta
     if napi.cfg.annotate:
         meta = annotate.aggregate(meta, hdr, agg, l4.name.upper(), cut)
-    return Packet(t, data, l3off + ins + l3len, pkt.iface, pkt.linktype, meta)
+    # skb_shinfo()'s GSO fields, as tcp/udp_gro_complete set them
+    from ..record import GSOInfo
+    return Packet(t, data, l3off + ins + l3len, pkt.iface, pkt.linktype, meta,
+                  GSOInfo(l4.name, agg.flist, agg.mss, agg.count))

@@ -1,0 +1,181 @@
+"""The library calls: :func:`merge`, :func:`split`, :func:`verify`.
+
+Each does a whole job, as ``pcapgro merge|split|verify`` does it, and
+returns the statistics dict the command prints and writes with
+``--stats`` (a :class:`Report`)::
+
+    import pcapgro
+    st = pcapgro.merge("wire.pcap", "gro.pcapng", fraglist=True, udp="gro")
+    print(st["packets_in"], "->", st["packets_out"], st["gro"]["flush_reasons"])
+    st = pcapgro.split("gro.pcapng", "back.pcap", restore=True)
+    assert pcapgro.verify("wire.pcap", "gro.pcapng")["result"] == "faithful"
+
+Options are keyword arguments named as the command-line flags
+(``--gro-max-size`` -> ``gro_max_size``, ``--local-port`` -> ``local_ports``;
+the tables in :mod:`pcapgro.jobs.options`).  Errors are raised
+(:mod:`pcapgro.errors`), never turned into exits.
+"""
+
+from __future__ import annotations
+
+from ..errors import OptionError
+from . import files
+from .options import (MERGE_OPTIONS, SPLIT_OPTIONS, check_merge, check_split, gro_config,
+                      gso_config, resolve)
+from .run import Job, Report
+
+__all__ = ["merge", "split", "verify", "plan_merge", "plan_split", "Report", "Job"]
+
+
+def merge(src, dst, *, out_format=None, verify=False, progress=None, note=None, **options):
+    """Run IN through Linux GRO (``pcapgro merge``) and write OUT.
+
+    Args:
+        src:        IN: a path, ``'-'`` (standard input), an open binary
+                    stream, or a :class:`pcapgro.live.LiveCapture`.
+        dst:        OUT: a path (written to a temp file beside it and
+                    renamed when complete), ``'-'`` or an open binary stream.
+        out_format: 'pcap', 'pcapng' or None (OUT's extension, else IN's).
+        verify:     then check OUT against IN through tshark (IN and OUT
+                    files); the verdict is under ``"verify"``.
+        progress:   None or callable(bytes of IN read so far: int).
+        note:       None or callable(str): told about what the output
+                    format cannot hold (pcap output loses the annotations).
+        **options:  merge's options (:data:`~pcapgro.jobs.options.
+                    MERGE_OPTIONS`): ``no_gro``, ``csum='kernel'``,
+                    ``fraglist``, ``udp='gro'``, ``local_ports=(443,)``,
+                    ``gso``, ``egress_mtu``, ...
+    Returns: a :class:`Report` (dict): ``packets_in``, ``bytes_in``,
+        ``packets_out``, ``bytes_out`` (captured bytes), ``gro`` (and
+        ``forward`` with ``gso``, ``verify`` with ``verify``).
+    Raises: OptionError (options that do not go together, OUT naming IN),
+        UnusableInput, DamagedInput (``e.report``), OutputClosed
+        (``e.report``), TypeError (an unknown option).
+    """
+    return plan_merge(src, dst, out_format=out_format, verify=verify, note=note,
+                      **options).run(progress)
+
+
+def split(src, dst, *, out_format=None, verify=False, progress=None, **options):
+    """Cut IN's super-frames as Linux GSO/TSO does (``pcapgro split``), or
+    give back merge's originals (``restore=True``), and write OUT.
+
+    Args: as :func:`merge`; ``**options``: split's (:data:`~pcapgro.jobs.
+        options.SPLIT_OPTIONS`): ``mss``, ``mtu``, ``gso_size``,
+        ``fixed_id``, ``restore``.
+    Returns: a :class:`Report`: the packet counts and ``gso`` (or
+        ``restore``).
+    Raises: as :func:`merge`.
+    """
+    return plan_split(src, dst, out_format=out_format, verify=verify, **options).run(progress)
+
+
+def verify(in_path, out_path, csum="valid"):
+    """Check through tshark that OUT carries exactly what IN carried
+    (``pcapgro verify``).
+
+    Args:
+        in_path, out_path: capture files (not '-': tshark reads them).
+        csum: 'valid' or 'kernel' (OUT's aggregates carry the kernel's
+              checksums).
+    Returns: a :class:`Report`: the verdict's dict (``result``
+        'faithful' or 'differ', ``problems``, ...); ``.verdict`` the
+        :class:`pcapgro.verify.Verdict`, ``.status`` 0 or 1.
+    Raises: OptionError ('-'), UnusableInput (no tshark, unusable IN/OUT).
+    """
+    for label, p in (("IN", in_path), ("OUT", out_path)):
+        if p == "-" or files.is_stream(p):
+            raise OptionError(f"verify needs {label} to be a file (tshark reads it; "
+                              "'-' is not supported)")
+    v = _verify_module().verify(in_path, out_path, csum=csum)
+    return Report(v.to_dict(), verdict=v)
+
+
+def _verify_module():
+    from .. import verify as vf     # the module (pcapgro/__init__ makes it callable)
+    return vf
+
+
+def plan_merge(src, dst, *, out_format=None, verify=False, note=None, explicit=False,
+               **options):
+    """The checked :class:`Job` of :func:`merge` (nothing opened yet).
+
+    ``explicit``: every option in ``options`` was set by the user (the
+    command line: each counts, even at its default value)."""
+    values, given = resolve(MERGE_OPTIONS, options, explicit)
+    check_merge(values, given)
+    csum = "valid" if values["no_gro"] else values["csum"]
+    after = _verify_after(src, dst, csum) if verify else None
+    return Job(src, dst, _merge_build(values, note), out_format, after)
+
+
+def plan_split(src, dst, *, out_format=None, verify=False, explicit=False, **options):
+    """The checked :class:`Job` of :func:`split` (nothing opened yet)."""
+    values, given = resolve(SPLIT_OPTIONS, options, explicit)
+    check_split(values, given)
+    after = _verify_after(src, dst) if verify else None
+    return Job(src, dst, _split_build(values), out_format, after)
+
+
+def _merge_build(values, note):
+    """Builder of merge's transform for :class:`Job` (per output format)."""
+    def build(fmt):
+        if values["no_gro"]:
+            return None, dict, list
+        if fmt == "pcap" and note is not None and not values["gso"]:
+            note("note: pcap output cannot hold the aggregate comments and restore "
+                 "records (use -F pcapng to keep them)")
+        cfg = gro_config(values, annotate=fmt == "pcapng")
+        if values["gso"]:
+            from ..forward import Forwarder
+            fwd = Forwarder(cfg, egress_mtu=values["egress_mtu"], router=not values["bridge"])
+            return fwd.process, fwd.stats.to_dict, fwd.stats.table
+        from ..gro import GROEngine
+        engine = GROEngine(cfg)
+        return engine.process, lambda: {"gro": engine.stats.to_dict()}, engine.stats.table
+    return build
+
+
+def _split_build(values):
+    def build(fmt):
+        if values["restore"]:
+            from ..restore import Restorer
+            r = Restorer()
+            return r.process, lambda: {"restore": dict(r.stats)}, lambda: restore_table(r.stats)
+        from ..gso import GSOSplitter
+        sp = GSOSplitter(gso_config(values, annotate=fmt == "pcapng"))
+        return sp.process, lambda: {"gso": sp.stats.to_dict()}, sp.stats.table
+    return build
+
+
+def restore_table(st):
+    """The summary lines of ``split --restore`` (``st``: Restorer.stats)."""
+    lines = [f"restore: {st['restored']} aggregates given back as "
+             f"{st['segments']} packets, {st['passed']} passed"]
+    if st["unrecorded"]:
+        lines.append(f"  {st['unrecorded']} aggregates carry no restore record (cut by a "
+                     "snaplen: merge keeps only their contiguous captured bytes) and "
+                     "stay as they are")
+    if st.get("unfit"):
+        lines.append(f"  {st['unfit']} restore records do not fit their packet (the "
+                     "capture was edited after merge: cut, chopped or changed) and "
+                     "those packets stay as they are")
+    return lines
+
+
+def _verify_after(src, dst, csum="valid"):
+    """The ``after`` of a job with ``verify=True``: refuses live input, '-',
+    streams, FIFOs and a missing tshark before anything is written."""
+    vf = _verify_module()
+    if files.is_live(src):
+        raise OptionError("--verify needs IN as a file, not live input")
+    for label, p in (("IN", src), ("OUT", dst)):
+        if p == "-" or files.is_stream(p):
+            raise OptionError(f"--verify needs {label} to be a file: tshark reads IN and "
+                              f"OUT after OUT is written ('-' cannot be read again)")
+        what = vf.not_a_file(p)
+        if what:
+            raise OptionError(f"--verify needs {label} to be a regular file: tshark reads "
+                              f"IN and OUT after OUT is written ({p} is {what})")
+    vf.tshark_path()
+    return lambda: vf.verify(src, dst, csum=csum)

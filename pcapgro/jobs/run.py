@@ -1,0 +1,143 @@
+"""One IN -> OUT job: reader, transform, writer, statistics.
+
+What every merge and split run does, whoever calls it (the CLI or a
+program): open IN (path, ``'-'``, stream or live capture), pick the output
+format, build the transform for it, write OUT (temp file + rename: a
+failure or an interrupt leaves no partial OUT), collect the statistics and
+optionally verify OUT against IN.  Errors are raised, never turned into
+exit statuses here (:mod:`pcapgro.cli` does that).
+"""
+
+from __future__ import annotations
+
+from .. import pipeline
+from ..errors import DamagedInput, OutputClosed
+from . import files
+
+__all__ = ["Report", "Job"]
+
+
+class Report(dict):
+    """The statistics dict of a job (what ``--stats`` writes:
+    ``packets_in``, ``bytes_in``, ``packets_out``, ``bytes_out`` and the
+    engine's object: ``gro``, ``gso``, ``restore``, ``forward``,
+    ``verify``), plus what the CLI prints, as attributes.
+
+    Attributes:
+        lines:   list of str: the engine's summary, printed after the
+                 packet counts (empty for a pass-through).
+        verdict: the :class:`pcapgro.verify.Verdict` of ``verify=True``
+                 (or of :func:`pcapgro.verify`), else None.
+        status:  0, or 1 when the verdict found differences.
+    """
+
+    def __init__(self, stats=(), lines=(), verdict=None):
+        super().__init__(stats)
+        self.lines = list(lines)
+        self.verdict = verdict
+        self.status = verdict.status if verdict is not None else 0
+
+
+class Job:
+    """A checked IN -> OUT job, ready to :meth:`run`.
+
+    Args:
+        src:   IN: a path, ``'-'`` (standard input), a binary stream or a
+               :class:`pcapgro.live.LiveCapture` (not started yet).
+        dst:   OUT: a path, ``'-'`` (standard output) or a binary stream.
+        build: callable(output format) -> (transform or None, callable()
+               -> dict of engine statistics, callable() -> list of str).
+        out_format: 'pcap', 'pcapng' or None (OUT's extension, else IN's).
+        after: None or callable() -> Verdict, run once OUT is complete
+               and IN was not damaged (``verify=True``).
+
+    Raises (on construction): OptionError when OUT names IN.
+    """
+
+    def __init__(self, src, dst, build, out_format=None, after=None):
+        self.src, self.dst, self.build = src, dst, build
+        self.out_format = out_format
+        self.after = after
+        self.live = src if files.is_live(src) else None
+        files.refuse_clobber(files.path_of(src), files.path_of(dst))
+
+    def run(self, progress=None):
+        """Run the job.
+
+        Args:
+            progress: None or callable(bytes read so far: int).
+        Returns: a :class:`Report`.
+        Raises:
+            DamagedInput: IN damaged part-way; OUT holds everything before
+                the damage, ``e.report`` the statistics.
+            OutputClosed: OUT's reader closed it (EPIPE); ``e.report``.
+            UnusableInput: IN or OUT unusable.
+            KeyboardInterrupt: OUT removed (a temp file) first.
+        """
+        reader = files.open_in(self.src)
+        try:
+            fmt = files.out_format(self.dst, self.out_format, reader.format)
+            transform, extra, table = self.build(fmt)
+            writer = files.open_out(self.dst, fmt)
+            if self.live is not None:
+                _flush_each_batch(writer)
+                progress = None
+            damaged, closed = _write(reader, writer, transform, progress)
+        finally:
+            files.close_in(reader, self.src)
+            if self.live is not None:
+                self.live.check()
+        stats = pipeline.counts(reader, writer)
+        stats.update(extra())
+        verdict = None
+        if self.after is not None and damaged is None and not closed:
+            verdict = self.after()
+            stats["verify"] = verdict.to_dict()
+        report = Report(stats, table(), verdict)
+        if closed:
+            raise OutputClosed(report)
+        if damaged is not None:
+            damaged.report = report
+            raise damaged
+        return report
+
+
+def _write(reader, writer, transform, progress):
+    """pipeline.run, then close OUT.  Returns (DamagedInput or None,
+    True when OUT's reader closed it); OUT aborted on any other error."""
+    damaged = None
+    try:
+        try:
+            pipeline.run(reader, writer, transform, progress)
+        except DamagedInput as e:
+            damaged = e         # everything before it is written: kept
+        writer.close()
+    except BrokenPipeError:
+        try:
+            writer.abort()
+        except OSError:
+            pass
+        return damaged, True
+    except BaseException:
+        writer.abort()
+        raise
+    return damaged, False
+
+
+def _flush_each_batch(writer):
+    """Live output: write every batch out as soon as it is made (so
+    ``pcapgro merge -i eth0 - | wireshark -k -i -`` shows packets as they
+    come), instead of collecting 1 MiB first."""
+    wb = writer.write_batch
+    sink = writer._sink
+    # the pcap writer puts its file header in front at its first flush
+    flush = getattr(writer, "_flush", None) or sink.flush
+
+    def write_batch(events):
+        wb(events)
+        flush()
+        try:
+            sink.f.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+    writer.write_batch = write_batch
