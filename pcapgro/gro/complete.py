@@ -9,7 +9,7 @@ valid (``--csum valid``, what a capture tool can show as good).
 """
 
 from ..checksum import fold, ones_sum
-from ..record import Packet
+from ..record import GSOInfo, Packet
 from . import annotate
 from .offload import inet_offload, l3_offload
 from .payload import join_sums, left_out, payload_sum, payloads
@@ -76,6 +76,5 @@ def build(napi, agg, t):
     if napi.cfg.annotate:
         meta = annotate.aggregate(meta, hdr, agg, l4.name.upper(), cut)
     # skb_shinfo()'s GSO fields, as tcp/udp_gro_complete set them
-    from ..record import GSOInfo
     return Packet(t, data, l3off + ins + l3len, pkt.iface, pkt.linktype, meta,
                   GSOInfo(l4.name, agg.flist, agg.mss, agg.count))
