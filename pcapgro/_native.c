@@ -60,7 +60,9 @@
 #define HDRMAX 94           /* Ethernet 14 + IPv4 20 + TCP 60 */
 #define NREFS 64            /* payloads referred to in place, per aggregate */
 
-/* Flush reason codes: the order of FLUSH_CODES in engine.py */
+/* Flush reason codes; FLUSH_NAMES (exported as _native.FLUSH_NAMES, from
+ * which pcapgro/gro/cfast.py builds FLUSH_CODES) names them: the values of
+ * pcapgro.gro.flush.Flush */
 enum {
     F_CWR, F_FLAGS_CHANGED, F_HEADER_LEN_CHANGED, F_WINDOW_CHANGED,
     F_ACK_CHANGED, F_OPTIONS_CHANGED, F_TTL_CHANGED, F_TOS_CHANGED,
@@ -68,8 +70,23 @@ enum {
     F_SIZE_LIMIT, F_PSH, F_FIN, F_URG, F_RST, F_SYN, F_SHORT_SEGMENT,
     F_BUCKET_FULL, F_POLL_END, F_N
 };
-/* Pass reason codes: PASS_CODES in engine.py */
+/* Pass reason codes; named by PASS_NAMES (pcapgro.gro.flush.Pass values) */
 enum { P_PURE_ACK, P_FLAGS, P_N };
+
+static const char *const FLUSH_NAMES[] = {
+    [F_CWR] = "cwr", [F_FLAGS_CHANGED] = "flags_changed",
+    [F_HEADER_LEN_CHANGED] = "header_len_changed", [F_WINDOW_CHANGED] = "window_changed",
+    [F_ACK_CHANGED] = "ack_changed", [F_OPTIONS_CHANGED] = "options_changed",
+    [F_TTL_CHANGED] = "ttl_changed", [F_TOS_CHANGED] = "tos_changed",
+    [F_DF_CHANGED] = "df_changed", [F_IP_ID] = "ip_id", [F_MSS_EXCEEDED] = "mss_exceeded",
+    [F_PURE_ACK] = "pure_ack", [F_SEQ_GAP] = "seq_gap", [F_SIZE_LIMIT] = "size_limit",
+    [F_PSH] = "psh", [F_FIN] = "fin", [F_URG] = "urg", [F_RST] = "rst", [F_SYN] = "syn",
+    [F_SHORT_SEGMENT] = "short_segment", [F_BUCKET_FULL] = "bucket_full",
+    [F_POLL_END] = "poll_end",
+};
+static const char *const PASS_NAMES[] = {[P_PURE_ACK] = "pure_ack", [P_FLAGS] = "flags"};
+_Static_assert(sizeof FLUSH_NAMES / sizeof *FLUSH_NAMES == F_N, "a name per flush code");
+_Static_assert(sizeof PASS_NAMES / sizeof *PASS_NAMES == P_N, "a name per pass code");
 
 #define TH_FIN 0x01
 #define TH_SYN 0x02
@@ -588,6 +605,146 @@ static void Engine_dealloc(Engine *e)
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
+/* The record at offset off of buf (a classic pcap record header, then the
+ * frame) when this loop handles it (see the file comment): fills g (but for
+ * psum and the timestamp) and *ts, returns 1; 0 when not handled.  The
+ * checks of the Python reference's classify (pcapgro/gro/fastpath.py) and
+ * inet_gro_receive / tcp4_gro_receive for this one case. */
+static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
+                        Py_ssize_t off, int swap, int64_t mul, Seg *g, int64_t *ts)
+{
+    if (off < 0 || off + 16 > blen)
+        return 0;
+    const uint8_t *r = buf + off;
+    uint32_t h[4];
+    memcpy(h, r, 16);
+    if (swap) {
+        h[0] = bswap32(h[0]); h[1] = bswap32(h[1]);
+        h[2] = bswap32(h[2]); h[3] = bswap32(h[3]);
+    }
+    uint32_t cap = h[2];
+    if (cap != h[3] || cap < 54 || off + 16 + (Py_ssize_t)cap > blen)
+        return 0;
+    if ((int64_t)h[1] * mul >= 1000000000)
+        return 0;               /* a fraction of a second out of range */
+    const uint8_t *f = r + 16;
+    if (f[12] != 0x08 || f[13] != 0x00 || f[14] != 0x45 || f[23] != 6)
+        return 0;
+    uint32_t tot = be16(f + 16);
+    uint32_t frag = be16(f + 20);
+    if (tot + 14 != cap || (frag & 0xBFFF) || sum16(f + 14, 20) != 0)
+        return 0;
+    uint32_t hl = (uint32_t)(f[46] >> 4) << 2;
+    if (hl < 20 || 34 + hl > cap)
+        return 0;
+    g->f = f;
+    g->n = cap;
+    g->hl = hl;
+    g->pay = 34 + hl;
+    g->L = cap - g->pay;
+    g->psum = 0;
+    g->df = frag & 0x4000;
+    *ts = (int64_t)h[0] * 1000000000 + (int64_t)h[1] * mul;
+    return 1;
+}
+
+/* The payload sum of g when checksums are verified (0 when the TCP checksum
+ * is bad: not handled, returns 0) or needed for --csum valid (RFC 1624:
+ * from the checksum field, or from the bytes when the field holds the
+ * pseudo-header seed); the rules of pcapgro/gro/csum.py.  Returns 1 when
+ * handled. */
+static int seg_csum(Engine *e, Seg *g, int count)
+{
+    const uint8_t *f = g->f;
+    if (!(e->verify || e->csum_valid))
+        return 1;
+    uint32_t tot = be16(f + 16);
+    uint64_t pseudo = be16(f + 26) + be16(f + 28) + be16(f + 30) + be16(f + 32)
+                    + 6 + (tot - 20);
+    uint32_t th = sum16(f + 34, g->hl);
+    if (e->verify) {
+        uint32_t ps = sum16(f + g->pay, g->L);
+        if ((pseudo + th + ps) % 0xFFFF != 0)
+            return 0;
+        if (count)
+            e->verified++;
+        g->psum = ps;
+        return 1;
+    }
+    uint32_t sd = (uint32_t)(pseudo % 0xFFFF);
+    if (!sd)
+        sd = 0xFFFF;
+    if (be16(f + 50) == sd)
+        g->psum = sum16(f + g->pay, g->L);
+    else
+        g->psum = (uint32_t)((0xFFFF - (pseudo + th) % 0xFFFF) % 0xFFFF);
+    return 1;
+}
+
+/* the TCP/IP fields tcp_gro_receive and inet_gro_flush compare, and the
+ * flow key (MAC header, addresses, ports) */
+static void seg_fields(Seg *g)
+{
+    const uint8_t *f = g->f;
+    g->flags = f[47];
+    g->word = be32(f + 46);
+    g->seq = be32(f + 38);
+    g->ack = be32(f + 42);
+    g->tosttl = ((uint32_t)f[15] << 8) | f[22];
+    g->ipid = be16(f + 18);
+    memcpy(g->key, f, 14);
+    memcpy(g->key + 14, f + 26, 12);
+    g->kh = key_hash(g->key);
+}
+
+/* the output buffer of a run: at most the records from start on plus what
+ * is held (an aggregate is never longer than the records it was made of) */
+static int run_begin(Engine *e, PyObject *recs, Py_ssize_t start, Py_ssize_t blen)
+{
+    size_t bound = 0;
+    if (start < PyList_GET_SIZE(recs)) {
+        Py_ssize_t o = PyLong_AsSsize_t(PyList_GET_ITEM(recs, start));
+        if (o >= 0 && o < blen)
+            bound = (size_t)(blen - o);
+        PyErr_Clear();
+    }
+    for (int s = 0; s < MAXHELD; s++)
+        if (e->used[s])
+            bound += 16 + e->aggs[s].hlen + e->aggs[s].paylen + e->aggs[s].reflen;
+    e->outobj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)bound);
+    if (!e->outobj)
+        return -1;
+    e->out = (uint8_t *)PyByteArray_AS_STRING(e->outobj);
+    e->outcap = bound;
+    e->outlen = 0;
+    e->nout = 0;
+    e->maxcap = 0;
+    e->error = 0;
+    return 0;
+}
+
+/* the end of a run: what stays held stops referring to the chunk; the
+ * result tuple of run() */
+static PyObject *run_end(Engine *e, Py_ssize_t i)
+{
+    for (int s = 0; s < MAXHELD; s++)
+        if (e->used[s])
+            materialize(e, &e->aggs[s]);
+    PyObject *out = e->outobj;
+    e->outobj = NULL;
+    e->out = NULL;
+    if (e->error) {
+        Py_DECREF(out);
+        return PyErr_NoMemory();
+    }
+    if (PyErr_Occurred() || PyByteArray_Resize(out, (Py_ssize_t)e->outlen) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return Py_BuildValue("nNnkLiL", i, out, e->nout, (unsigned long)e->maxcap,
+                         (long long)e->last_ts, e->have_last, (long long)e->last_out_ts);
+}
+
 /* run(buf, recs, start, base, mul, swap, last_ts, have_last, last_out_ts)
  * -> (k, out: bytes, n_out, max_caplen, last_ts, have_last, last_out_ts) */
 static PyObject *Engine_run(Engine *e, PyObject *args)
@@ -603,133 +760,69 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
     const uint8_t *buf = view.buf;
     Py_ssize_t blen = view.len;
     Py_ssize_t n = PyList_GET_SIZE(recs);
-    /* the output is at most the records from start on plus what is held
-     * (an aggregate is never longer than the records it was made of) */
-    size_t bound = 0;
-    if (start < n) {
-        Py_ssize_t o = PyLong_AsSsize_t(PyList_GET_ITEM(recs, start));
-        if (o >= 0 && o < blen)
-            bound = (size_t)(blen - o);
-        PyErr_Clear();
-    }
-    for (int s = 0; s < MAXHELD; s++)
-        if (e->used[s])
-            bound += 16 + e->aggs[s].hlen + e->aggs[s].paylen + e->aggs[s].reflen;
-    e->outobj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)bound);
-    if (!e->outobj) {
+    if (run_begin(e, recs, start, blen) < 0) {
         PyBuffer_Release(&view);
         return NULL;
     }
-    e->out = (uint8_t *)PyByteArray_AS_STRING(e->outobj);
-    e->outcap = bound;
-    e->outlen = 0;
-    e->nout = 0;
-    e->maxcap = 0;
     e->swap = swap;
     e->mul = mul > 0 ? mul : 1;
     e->last_ts = last_ts;
     e->have_last = have_last;
     e->last_out_ts = last_out_ts;
-    e->error = 0;
-    const int verify = e->verify, need_sum = e->csum_valid;
     Py_ssize_t i;
     for (i = start; i < n; i++) {
-        Py_ssize_t off = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i));
-        if (off < 0 || off + 16 > blen)
-            break;
-        const uint8_t *r = buf + off;
-        uint32_t h[4];
-        memcpy(h, r, 16);
-        if (swap) {
-            h[0] = bswap32(h[0]); h[1] = bswap32(h[1]);
-            h[2] = bswap32(h[2]); h[3] = bswap32(h[3]);
-        }
-        uint32_t cap = h[2];
-        if (cap != h[3] || cap < 54 || off + 16 + (Py_ssize_t)cap > blen)
-            break;
-        if ((int64_t)h[1] * e->mul >= 1000000000)
-            break;              /* a fraction of a second out of range */
-        const uint8_t *f = r + 16;
-        if (f[12] != 0x08 || f[13] != 0x00 || f[14] != 0x45 || f[23] != 6)
-            break;
-        uint32_t tot = be16(f + 16);
-        if (tot + 14 != cap)
-            break;
-        uint32_t frag = be16(f + 20);
-        if (frag & 0xBFFF)
-            break;
-        if (sum16(f + 14, 20) != 0)
-            break;
-        uint32_t hl = (uint32_t)(f[46] >> 4) << 2;
-        if (hl < 20 || 34 + hl > cap)
-            break;
         Seg g;
-        g.f = f;
-        g.n = cap;
-        g.hl = hl;
-        g.pay = 34 + hl;
-        g.L = cap - g.pay;
-        g.psum = 0;
-        if (verify || need_sum) {
-            uint64_t pseudo = be16(f + 26) + be16(f + 28) + be16(f + 30) + be16(f + 32)
-                            + 6 + (tot - 20);
-            uint32_t th = sum16(f + 34, hl);
-            if (verify) {
-                uint32_t ps = sum16(f + g.pay, g.L);
-                if ((pseudo + th + ps) % 0xFFFF != 0)
-                    break;
-                e->verified++;
-                g.psum = ps;
-            } else {
-                /* the payload sum from the checksum field (RFC 1624), or
-                 * from the bytes when the field holds the seed */
-                uint32_t sd = (uint32_t)(pseudo % 0xFFFF);
-                if (!sd)
-                    sd = 0xFFFF;
-                if (be16(f + 50) == sd)
-                    g.psum = sum16(f + g.pay, g.L);
-                else
-                    g.psum = (uint32_t)((0xFFFF - (pseudo + th) % 0xFFFF) % 0xFFFF);
-            }
-        }
-        int64_t ts = (int64_t)h[0] * 1000000000 + (int64_t)h[1] * e->mul;
+        int64_t ts;
+        Py_ssize_t off = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i));
+        if (!parse_record(e, buf, blen, off, swap, e->mul, &g, &ts) || !seg_csum(e, &g, 1))
+            break;
         /* the NAPI poll ends at a gap */
         if (e->have_last && ts - e->last_ts > e->gap && e->nheld)
             flush_all(e, F_POLL_END, e->last_ts);
         e->have_last = 1;
         e->last_ts = ts;
-        g.flags = f[47];
-        g.word = be32(f + 46);
-        g.seq = be32(f + 38);
-        g.ack = be32(f + 42);
-        g.tosttl = ((uint32_t)f[15] << 8) | f[22];
-        g.df = frag & 0x4000;
-        g.ipid = be16(f + 18);
-        memcpy(g.key, f, 14);
-        memcpy(g.key + 14, f + 26, 12);
-        g.kh = key_hash(g.key);
+        seg_fields(&g);
         receive(e, &g, ts, base + i);
         if (e->error)
             break;
     }
-    /* what stays held must not refer to the chunk after this call */
-    for (int s = 0; s < MAXHELD; s++)
-        if (e->used[s])
-            materialize(e, &e->aggs[s]);
     PyBuffer_Release(&view);
-    PyObject *out = e->outobj;
-    e->outobj = NULL;
-    e->out = NULL;
-    if (e->error) {
-        Py_DECREF(out);
-        return PyErr_NoMemory();
-    }
-    if (PyErr_Occurred() || PyByteArray_Resize(out, (Py_ssize_t)e->outlen) < 0) {
-        Py_DECREF(out);
+    return run_end(e, i);
+}
+
+/* scan(buf, recs, start, mul, swap, run) -> the index i of the first record
+ * from start on such that run() handles records i .. i+run-1 (those before
+ * len(recs)); len(recs) when none: where a hand-over to the Python engine
+ * may end (issue 18.7).  Counts nothing. */
+static PyObject *Engine_scan(Engine *e, PyObject *args)
+{
+    Py_buffer view;
+    PyObject *recs;
+    Py_ssize_t start, run;
+    long long mul;
+    int swap;
+    if (!PyArg_ParseTuple(args, "y*O!nLpn", &view, &PyList_Type, &recs, &start, &mul,
+                          &swap, &run))
         return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(recs), i, first = -1;
+    for (i = start < 0 ? 0 : start; i < n; i++) {
+        Seg g;
+        int64_t ts;
+        Py_ssize_t off = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i));
+        if (parse_record(e, view.buf, view.len, off, swap, mul > 0 ? mul : 1, &g, &ts)
+                && seg_csum(e, &g, 0)) {
+            if (first < 0)
+                first = i;
+            if (i - first + 1 >= run)
+                break;
+        } else {
+            first = -1;
+        }
     }
-    return Py_BuildValue("nNnkLiL", i, out, e->nout, (unsigned long)e->maxcap,
-                         (long long)e->last_ts, e->have_last, (long long)e->last_out_ts);
+    PyBuffer_Release(&view);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyLong_FromSsize_t(first < 0 ? n : first);
 }
 
 /* stats() -> (flush counts, pass counts, verified, singles, aggregates,
@@ -811,6 +904,9 @@ static PyMethodDef Engine_methods[] = {
      "(k, out, n_out, max_caplen, last_ts, have_last, last_out_ts): GRO over the "
      "classic pcap records at offsets recs[start:] of buf until the first one not "
      "handled here (index k); out: the records handed up, in the input's format."},
+    {"scan", (PyCFunction)Engine_scan, METH_VARARGS,
+     "scan(buf, recs, start, mul, swap, run) -> index of the first record from start "
+     "on that begins run records run() handles (len(recs) when none); counts nothing"},
     {"stats", (PyCFunction)Engine_stats, METH_NOARGS,
      "stats() -> (flush, passed, verified, singles, aggregates, segments, hist); resets"},
     {"release", (PyCFunction)Engine_release, METH_NOARGS,
@@ -1090,6 +1186,27 @@ static struct PyModuleDef module = {
     module_methods
 };
 
+/* module attribute name = the tuple of n strings names, in code order */
+static int add_names(PyObject *m, const char *name, const char *const *names, int n)
+{
+    PyObject *t = PyTuple_New(n);
+    if (!t)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        PyObject *v = PyUnicode_FromString(names[i]);
+        if (!v) {
+            Py_DECREF(t);
+            return -1;
+        }
+        PyTuple_SET_ITEM(t, i, v);
+    }
+    if (PyModule_AddObject(m, name, t) < 0) {
+        Py_DECREF(t);
+        return -1;
+    }
+    return 0;
+}
+
 PyMODINIT_FUNC PyInit__native(void)
 {
     crc_init();
@@ -1101,6 +1218,11 @@ PyMODINIT_FUNC PyInit__native(void)
     Py_INCREF(&EngineType);
     if (PyModule_AddObject(m, "Engine", (PyObject *)&EngineType) < 0) {
         Py_DECREF(&EngineType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (add_names(m, "FLUSH_NAMES", FLUSH_NAMES, F_N) < 0
+            || add_names(m, "PASS_NAMES", PASS_NAMES, P_N) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -135,11 +135,15 @@ def _pcap(pkts, nanosecond=True, byteorder="<"):
     return f.getvalue()
 
 
-def run(data, compiled, chunk=1 << 22, **cfg):
+def run(data, compiled, chunk=1 << 22, min_run=1, **cfg):
     """pcap bytes through pipeline.run with a GROEngine; returns (output
-    bytes, stats dict, records the compiled loop wrote)."""
+    bytes, stats dict, records the compiled loop wrote).  ``min_run``:
+    cfast.MIN_RUN for the run (1: the loop takes over again wherever it
+    can, the most hand-overs)."""
     old = _stream.CHUNK
+    old_run = cfast.MIN_RUN
     _stream.CHUNK = chunk
+    cfast.MIN_RUN = min_run
     wrote = []
     orig = cfast.CEngine.run
 
@@ -161,6 +165,7 @@ def run(data, compiled, chunk=1 << 22, **cfg):
             out = f.read()
     finally:
         _stream.CHUNK = old
+        cfast.MIN_RUN = old_run
         cfast.CEngine.run = orig
     return out, eng.stats.to_dict(), sum(wrote)
 
@@ -189,6 +194,9 @@ def check(pkts, chunk, nanosecond=True, byteorder="<", **cfg):
     p_out, p_st, _ = run(data, False, chunk, **cfg)
     assert c_st == p_st
     assert c_out == p_out
+    # the default hand-over rule (fewer hand-overs) writes the same
+    d_out, d_st, _ = run(data, True, chunk, min_run=cfast.MIN_RUN, **cfg)
+    assert (d_out, d_st) == (p_out, p_st)
     g_out, g_st = general(pkts, nanosecond, byteorder, **cfg)
     assert c_st == g_st
     assert c_out == g_out
@@ -462,3 +470,64 @@ def test_fraction_out_of_range_counted_once():
     p = run(bytes(data), False)
     assert c[:2] == p[:2]
     assert c[1]["checksums"]["verified"] == 6
+
+
+def test_reason_names_come_from_c():
+    # the codes the loop counts by are named in C; each name is a member
+    from pcapgro import _native
+    from pcapgro.gro.flush import Flush, Pass
+    assert len(_native.FLUSH_NAMES) == len(set(_native.FLUSH_NAMES)) > 0
+    assert {Flush(v) for v in _native.FLUSH_NAMES} <= set(Flush)
+    assert {Pass(v) for v in _native.PASS_NAMES} <= set(Pass)
+    assert [c.value for c in cfast.FLUSH_CODES] == list(_native.FLUSH_NAMES)
+    assert [c.value for c in cfast.PASS_CODES] == list(_native.PASS_NAMES)
+
+
+def _calls(data, **cfg):
+    """(output, stats, calls of CEngine.run, calls of GROEngine._chunk_py)."""
+    from pcapgro.gro.engine import GROEngine as E
+    runs, pys = [], []
+    orig_run, orig_py = cfast.CEngine.run, E._chunk_py
+
+    def counting_run(self, eng, lb, start=0):
+        runs.append(start)
+        return orig_run(self, eng, lb, start)
+
+    def counting_py(self, lb):
+        pys.append(len(lb))
+        return orig_py(self, lb)
+
+    cfast.CEngine.run, E._chunk_py = counting_run, counting_py
+    try:
+        out, st, _ = run(data, True, min_run=cfast.MIN_RUN, **cfg)
+    finally:
+        cfast.CEngine.run, E._chunk_py = orig_run, orig_py
+    return out, st, len(runs), len(pys)
+
+
+def test_sparse_traffic_not_handed_over_per_packet():
+    # issue 18.7: UDP datagrams 2 ms apart (every one its own NAPI poll),
+    # which the loop does not take, go to the Python engine in one piece
+    f = Flow(4, ipid="inc")
+    pkts = [f.udp(1000, ts=T0 + k * 2_000_000) for k in range(400)]
+    data = _pcap(pkts)
+    out, st, runs, pys = _calls(data)
+    assert (out, st) == run(data, False)[:2]
+    assert runs == 1 and pys == 1
+
+
+def test_mixed_sparse_traffic_hand_overs_bounded():
+    # TCP and UDP alternating, 2 ms apart: the loop would take one record
+    # at a time; it takes over again only before MIN_RUN records it handles
+    f = Flow(4, ipid="inc")
+    pkts = []
+    for k in range(300):
+        ts = T0 + k * 2_000_000
+        pkts.append(f.udp(100, ts=ts) if k % 2 else f.pkt(k * 100, 100, ACK, ts=ts))
+    # then a long bulk run in one poll: the loop takes it
+    pkts += [f.pkt(30_000 + k * 1448, 1448, ACK, ts=T0 + 10**9 + k * US) for k in range(300)]
+    data = _pcap(pkts)
+    out, st, runs, pys = _calls(data)
+    assert (out, st) == run(data, False)[:2]
+    assert pys == 1 and runs == 2
+    assert st["aggregates"] > 0

@@ -13,8 +13,10 @@ it holds nothing itself, the loop stops at the first record it does not
 handle (see ``_native.c`` for which), and the aggregates it holds then are
 handed over as :class:`pcapgro.gro.seg.Agg` objects
 (:meth:`CEngine.release`, ``GROEngine.adopt``), so the Python engine
-continues exactly where it stopped; at the next poll end (where every held
-packet is completed) the loop may take over again.  Same output, statistics
+continues exactly where it stopped; at a poll end (where every held
+packet is completed) the loop may take over again: at the first one before
+``MIN_RUN`` records in a row it handles (:meth:`CEngine.scan`), so traffic
+it mostly does not take is handed over once, not once per packet.  Same output, statistics
 and GRO state as the Python paths (tests/test_gro_cfast.py).
 
 Used when the output is classic pcap of the input's byte order and
@@ -37,14 +39,16 @@ except ImportError:          # pragma: no cover - depends on the build
 
 __all__ = ["available", "usable", "CEngine", "FLUSH_CODES", "PASS_CODES"]
 
-# the reason codes of _native.c, in its order
-FLUSH_CODES = (Flush.CWR, Flush.FLAGS_CHANGED, Flush.HEADER_LEN_CHANGED,
-               Flush.WINDOW_CHANGED, Flush.ACK_CHANGED, Flush.OPTIONS_CHANGED,
-               Flush.TTL_CHANGED, Flush.TOS_CHANGED, Flush.DF_CHANGED, Flush.IP_ID,
-               Flush.MSS_EXCEEDED, Flush.PURE_ACK, Flush.SEQ_GAP, Flush.SIZE_LIMIT,
-               Flush.PSH, Flush.FIN, Flush.URG, Flush.RST, Flush.SYN,
-               Flush.SHORT_SEGMENT, Flush.BUCKET_FULL, Flush.POLL_END)
-PASS_CODES = (Pass.PURE_ACK, Pass.FLAGS)
+# the reason codes of _native.c, in its order, from the names it exports
+# (a name that is not a Flush/Pass value raises ValueError at import)
+FLUSH_CODES = tuple(Flush(v) for v in _native.FLUSH_NAMES) if _native else ()
+PASS_CODES = tuple(Pass(v) for v in _native.PASS_NAMES) if _native else ()
+
+# the compiled loop takes over again from the Python engine only where at
+# least this many records in a row are ones it handles: a hand-over costs
+# about as much as the Python paths spend on ~50 records, so on traffic the
+# loop mostly does not take it never hands over per packet (issue 18.7)
+MIN_RUN = 64
 
 
 def available():
@@ -101,6 +105,13 @@ class CEngine:
             eng.out.append(RawRecords(data, n, maxcap, last_out))
         self.collect(st)
         return k
+
+    def scan(self, lb, start, run=1):
+        """The index ``i`` of the first record from ``start`` on of
+        RecordChunk ``lb`` such that :meth:`run` would take records ``i ..
+        i + run - 1`` (or up to the chunk's end); ``len(lb)`` when none.
+        Counts nothing."""
+        return self.c.scan(lb.buf, lb.recs, start, lb.mul, lb.byteorder != _NATIVE, run)
 
     def collect(self, st):
         """Add the loop's counters to GROStats ``st`` (and reset them)."""

@@ -13,7 +13,7 @@ down one of the paths that give the same result: the compiled core
 offload table.
 """
 
-from bisect import bisect_right
+from bisect import bisect_left
 
 import numpy as np
 
@@ -223,8 +223,8 @@ class GROEngine(NAPI):
             return
         # the compiled loop takes records as far as it goes, whenever this
         # engine holds nothing; what it holds when it stops is handed over
-        # and the Python paths go on up to the next poll end (a gap: every
-        # held packet is then completed), where the loop may start again
+        # and the Python paths go on up to a poll end (a gap: every held
+        # packet is then completed), where the loop may start again
         if self._c is None:
             self._c = cfast.CEngine(self.cfg)
         i = 0
@@ -239,7 +239,9 @@ class GROEngine(NAPI):
                 t = lb.columns()[3]
                 starts = (np.flatnonzero(np.diff(t) > self.cfg.poll_gap_ns) + 1).tolist()
                 starts.append(n)
-            g = starts[bisect_right(starts, i)]
+            # the Python paths go on to the first poll start at or after
+            # the next cfast.MIN_RUN records the loop takes (issue 18.7)
+            g = starts[bisect_left(starts, self._c.scan(lb, i + 1, cfast.MIN_RUN))]
             self._chunk_py(lb.part(i, g))
             if g == n:
                 return
