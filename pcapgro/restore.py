@@ -5,7 +5,7 @@ packet whose timestamp it moved) carries, besides a readable comment, a
 second ``opt_comment`` that records how to give back its original packets
 exactly::
 
-    pcapgro-restore v1 i=<n> t=<ns> b=<type> f=<flags> h=<len>,<diffs> s=<di>,<dt>,<len>,<diffs>;... m=<row>:<items>;...
+    pcapgro-restore v1 i=<n> t=<ns> b=<type> f=<flags> h=<len>,<diffs> s=<di>,<dt>,<len>,<diffs>;... m=<row>:<items>;... k=<crc> x=<n>,...
 
 * ``i``: the first packet's input index (0-based packet number), ``t``
   its original timestamp (ns since the epoch), ``b`` (optional) its block
@@ -34,6 +34,20 @@ exactly::
   own (its comments before pcapgro's, its options, ``f``).  Readers that
   predate ``m`` ignore it (they give back the packets without their
   metadata); records without ``m`` restore further packets with none.
+
+* ``k`` (full records; absent in those of earlier versions): CRC-32
+  (zlib) of the record's text before `` k=`` and of the written headers
+  the diffs apply to (:func:`record_crc`): a record or header changed after
+  merge does not fit.  Whatever a record gives back must also look like a
+  packet GRO took (:func:`_check_fit`), with or without ``k``.
+* ``x`` (optional, after ``k``): a non-packet block (NRB, ISB, custom) merge
+  wrote just before this packet while GRO held packets across it goes
+  before input index ``i + n`` (one ``n`` per such block, in order;
+  :class:`BlockClaims`).
+
+An IDB whose snaplen an aggregate could exceed (the pcapng writer raises it
+at close) carries the comment ``pcapgro-restore v1 snaplen=<bytes>``;
+restore writes the IDB with that snaplen again (:func:`note_snaplen`).
 
 A capture merge already annotated (merged again): an input packet's
 comments, pcapgro's included, are part of the packet.  merge appends its
