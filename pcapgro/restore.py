@@ -886,7 +886,8 @@ class Restorer:
         for ev in events:
             t = type(ev)
             if t is Packet:
-                yield from self._place_blocks(ev)
+                if self._waiting:
+                    yield from self._place_blocks(ev)
                 yield from self._packet(ev)
                 continue
             if t is Section:
