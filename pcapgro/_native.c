@@ -1085,10 +1085,35 @@ static int sb_ll(sbuf *b, long long v, char end)
     return 0;
 }
 
-static int item_ll(PyObject *seq, Py_ssize_t i, long long *out)
+/* item i of seq (an int) in decimal, then the character end: by hand when
+ * it fits a long long, else through str() (a timestamp delta between a
+ * packet near 2**64 ns and one near 0 does not fit 64 bits; the Python
+ * twin writes any int, so this one must too) */
+static int sb_item(sbuf *b, PyObject *seq, Py_ssize_t i, char end)
 {
-    *out = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
-    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+    PyObject *o = PySequence_Fast_GET_ITEM(seq, i);
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (!overflow) {
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        return sb_ll(b, v, end);
+    }
+    PyObject *str = PyObject_Str(o);
+    if (!str)
+        return -1;
+    Py_ssize_t n;
+    const char *u = PyUnicode_AsUTF8AndSize(str, &n);
+    int rc = -1;
+    if (u && sb_grow(b, (size_t)n + 1) == 0) {
+        memcpy(b->p + b->n, u, (size_t)n);
+        b->n += (size_t)n;
+        if (end)
+            b->p[b->n++] = end;
+        rc = 0;
+    }
+    Py_DECREF(str);
+    return rc;
 }
 
 static PyObject *py_restore_rows(PyObject *self, PyObject *args)
@@ -1115,12 +1140,10 @@ static PyObject *py_restore_rows(PyObject *self, PyObject *args)
     const uint8_t *r = ref.buf;
     Py_ssize_t rn = ref.len;
     for (Py_ssize_t i = 0; i < k; i++) {
-        long long di, dt, ln;
-        if (item_ll(fd, i, &di) < 0 || item_ll(ft, i, &dt) < 0 || item_ll(fl, i, &ln) < 0)
-            goto done;
         if (i && sb_put(&b, ';') < 0)
             goto done;
-        if (sb_ll(&b, di, ',') < 0 || sb_ll(&b, dt, ',') < 0 || sb_ll(&b, ln, ',') < 0)
+        if (sb_item(&b, fd, i, ',') < 0 || sb_item(&b, ft, i, ',') < 0
+                || sb_item(&b, fl, i, ',') < 0)
             goto done;
         Py_buffer h;
         if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(fh, i), &h, PyBUF_SIMPLE) < 0)

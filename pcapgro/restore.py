@@ -5,7 +5,7 @@ packet whose timestamp it moved) carries, besides a readable comment, a
 second ``opt_comment`` that records how to give back its original packets
 exactly::
 
-    pcapgro-restore v1 i=<n> t=<ns> b=<type> f=<flags> h=<len>,<diffs> s=<di>,<dt>,<len>,<diffs>;... m=<row>:<items>;...
+    pcapgro-restore v1 i=<n> t=<ns> b=<type> f=<flags> h=<len>,<diffs> s=<di>,<dt>,<len>,<diffs>;... m=<row>:<items>;... k=<crc> x=<n>,...
 
 * ``i``: the first packet's input index (0-based packet number), ``t``
   its original timestamp (ns since the epoch), ``b`` (optional) its block
@@ -35,6 +35,20 @@ exactly::
   predate ``m`` ignore it (they give back the packets without their
   metadata); records without ``m`` restore further packets with none.
 
+* ``k`` (full records; absent in those of earlier versions): CRC-32
+  (zlib) of the record's text before `` k=`` and of the written headers
+  the diffs apply to (:func:`record_crc`): a record or header changed after
+  merge does not fit.  Whatever a record gives back must also look like a
+  packet GRO took (:func:`_check_fit`), with or without ``k``.
+* ``x`` (optional, after ``k``): a non-packet block (NRB, ISB, custom) merge
+  wrote just before this packet while GRO held packets across it goes
+  before input index ``i + n`` (one ``n`` per such block, in order;
+  :class:`BlockClaims`).
+
+An IDB whose snaplen an aggregate could exceed (the pcapng writer raises it
+at close) carries the comment ``pcapgro-restore v1 snaplen=<bytes>``;
+restore writes the IDB with that snaplen again (:func:`note_snaplen`).
+
 A capture merge already annotated (merged again): an input packet's
 comments, pcapgro's included, are part of the packet.  merge appends its
 own comments after them, and gives every packet that carries pcapgro
@@ -54,12 +68,16 @@ flags, timestamps).
 
 import os
 import re
+import zlib
 from urllib.parse import quote, unquote_to_bytes
 
 import numpy as np
 
+from .capture.pcapng import ns_to_ts
+from .checksum import ipv4_header_ok
 from .linklayer import ETH_P_IP, network_layer
-from .record import BLOCK_EPB, BLOCK_PB, BLOCK_SPB, EPB_FLAG_TSO, Packet, PacketMeta, Section
+from .record import (BLOCK_EPB, BLOCK_PB, BLOCK_SPB, EPB_FLAG_TSO, Interface, Packet,
+                     PacketMeta, Section)
 
 __all__ = ["TAG", "encode", "decode", "restore", "Restorer", "RecordMismatch"]
 
@@ -192,7 +210,18 @@ def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis, metas=No
                 m.append(f"{row}:{items}")
         if m:
             parts.append("m=" + ";".join(m))
-    return " ".join(parts)
+    text = " ".join(parts)
+    return f"{text} k={record_crc(text, written_hdr):08x}"
+
+
+def record_crc(text, written_hdr):
+    """The ``k=`` field of a full restore record: CRC-32 (zlib, IEEE 802.3)
+    of the record's text before `` k=`` (UTF-8) followed by the headers the
+    record's diffs apply to (the aggregate's headers as written, bytes).
+    A record or header changed after merge no longer matches, so restore
+    does not give back packets from it (counted ``unfit``)."""
+    crc = zlib.crc32(text.encode("utf-8", "surrogateescape"))
+    return zlib.crc32(written_hdr, crc)
 
 
 _DIGITS = re.compile(r"[0-9]+")
@@ -339,7 +368,22 @@ def _diff1(orig, ref):
 
 # one s= entry: index offset, time offset (signed), payload length, diffs
 _ROW = re.compile(r"([0-9]+),(-?[0-9]+),([0-9]+),([^,;]*)")
-_TS_END = 1 << 64          # restored timestamps are 0 <= t < 2**64 ns
+# restored timestamps: |t| < 2**64 s in ns (pcapng: 64-bit ticks of up to
+# a second, plus a signed if_tsoffset); whether the output interface can
+# hold one is checked per packet (Restorer)
+_TS_END = (1 << 64) * 1_000_000_000
+_SIGNED = re.compile(r"-?[0-9]+")
+
+
+def _int(v, limit):
+    """``v`` (str: ASCII digits, optionally after '-') as an int of
+    magnitude below ``limit``.
+
+    Raises:
+        ValueError: anything else."""
+    if not _SIGNED.fullmatch(v) or v.startswith("-0") or abs(int(v)) >= limit:
+        raise ValueError(f"bad number {v[:40]!r}")
+    return int(v)
 
 
 def decode(text):
@@ -347,8 +391,11 @@ def decode(text):
     (int ns), ``f`` (int or None), ``h`` ((len, diffs) or None for a
     single packet), ``s`` (list of (di, dt, len, diffs), ``di`` > 0 and
     ascending), ``m`` (list of (row, PacketMeta), rows ascending, 1-based
-    into ``s``).  Fields this version does not know are ignored (a later
-    version may add some); the header diffs are checked when applied.
+    into ``s``), ``k`` ((CRC-32, the text it covers) or None: records of
+    earlier versions have none), ``x`` (list of int: where the blocks
+    written just ahead of this packet go, input index minus ``i``).
+    Fields this version does not know are ignored (a later version may add
+    some); the header diffs are checked when applied.
 
     Raises:
         ValueError: ``text`` is not a valid record (a field twice, a
@@ -356,51 +403,24 @@ def decode(text):
         not ascending, ``s``/``m``/``f`` without ``h``, ...)."""
     if not text.startswith(TAG):
         raise ValueError("not a pcapgro restore record")
-    out = {"f": None, "h": None, "s": [], "m": [], "b": None}
+    out = {"f": None, "h": None, "s": [], "m": [], "b": None, "k": None, "x": []}
     seen = set()
-    for field in text[len(TAG):].split(" "):
+    fields = text[len(TAG):].split(" ")
+    for j, field in enumerate(fields):
         k, eq, v = field.partition("=")
-        if not eq or k in seen:
+        if not eq or k in seen or ("k" in seen and k != "x"):
+            # after the checksum only x=, which merge may add once the
+            # record is made (where blocks written ahead of it belong)
             raise ValueError(f"bad field {field[:40]!r}")
         seen.add(k)
-        if k == "i":
-            out["i"] = _uint(v, 1 << 64)
-        elif k == "t":
-            out["t"] = _uint(v, _TS_END)
-        elif k == "f":
-            out["f"] = _uint(v, 1 << 32)
-        elif k == "b":
-            out["b"] = _uint(v, 1 << 32)
-            if out["b"] not in (BLOCK_SPB, BLOCK_PB):
-                raise ValueError(f"bad block type {v[:12]!r}")
-        elif k == "h":
-            n, comma, d = v.partition(",")
-            if not comma:
-                raise ValueError(f"bad field {field[:40]!r}")
-            out["h"] = (_uint(n, 1 << 32), d)
-        elif k == "s" and v:
-            last = 0
-            rows = out["s"]
-            for item in v.split(";"):
-                row = _ROW.fullmatch(item)
-                if row is None:
-                    raise ValueError(f"bad segment entry {item[:40]!r}")
-                di, dt, n, d = row.groups()
-                di, n = int(di), int(n)
-                if di <= last or di >= 1 << 64 or n >= 1 << 32:
-                    raise ValueError(f"bad segment entry {item[:40]!r} (indexes must "
-                                     "ascend)")
-                last = di
-                rows.append((di, int(dt), n, d))
-        elif k == "m":
-            last = 0
-            for item in v.split(";"):
-                row, colon, items = item.partition(":")
-                row = _uint(row, 1 << 32)
-                if not colon or row <= last:
-                    raise ValueError(f"bad metadata entry {item[:40]!r}")
-                last = row
-                out["m"].append((row, _meta_decode(items)))
+        if k == "k":
+            if len(v) != 8 or not _HEXDIGITS.fullmatch(v):
+                raise ValueError(f"bad record checksum {v[:12]!r}")
+            out["k"] = (int(v, 16), TAG + " ".join(fields[:j]))
+        elif k == "x":
+            out["x"] = [_int(x, 1 << 64) for x in v.split(",")]
+        else:
+            _decode_field(out, k, v, field)
     if "t" not in out or "i" not in out:
         raise ValueError("incomplete pcapgro restore record")
     if out["h"] is None and ("s" in seen or "m" in seen or "f" in seen):
@@ -408,6 +428,52 @@ def decode(text):
     if out["m"] and out["m"][-1][0] > len(out["s"]):
         raise ValueError("metadata for a packet the record does not have")
     return out
+
+
+def _decode_field(out, k, v, field):
+    """One field ``k=v`` (``field``) of a restore record into ``out`` (see
+    :func:`decode`); a field this version does not know is ignored.
+
+    Raises:
+        ValueError: a bad value."""
+    if k == "i":
+        out["i"] = _uint(v, 1 << 64)
+    elif k == "t":
+        out["t"] = _int(v, _TS_END)
+    elif k == "f":
+        out["f"] = _uint(v, 1 << 32)
+    elif k == "b":
+        out["b"] = _uint(v, 1 << 32)
+        if out["b"] not in (BLOCK_SPB, BLOCK_PB):
+            raise ValueError(f"bad block type {v[:12]!r}")
+    elif k == "h":
+        n, comma, d = v.partition(",")
+        if not comma:
+            raise ValueError(f"bad field {field[:40]!r}")
+        out["h"] = (_uint(n, 1 << 32), d)
+    elif k == "s" and v:
+        last = 0
+        rows = out["s"]
+        for item in v.split(";"):
+            row = _ROW.fullmatch(item)
+            if row is None:
+                raise ValueError(f"bad segment entry {item[:40]!r}")
+            di, dt, n, d = row.groups()
+            di, n = int(di), int(n)
+            if di <= last or di >= 1 << 64 or n >= 1 << 32:
+                raise ValueError(f"bad segment entry {item[:40]!r} (indexes must "
+                                 "ascend)")
+            last = di
+            rows.append((di, int(dt), n, d))
+    elif k == "m":
+        last = 0
+        for item in v.split(";"):
+            row, colon, items = item.partition(":")
+            row = _uint(row, 1 << 32)
+            if not colon or row <= last:
+                raise ValueError(f"bad metadata entry {item[:40]!r}")
+            last = row
+            out["m"].append((row, _meta_decode(items)))
 
 
 class RecordMismatch(ValueError):
@@ -429,6 +495,14 @@ def payload_offset(linktype, data):
     type ``linktype``): link layer, IPv4 header (its IHL) or IPv6 header and
     Hop-by-Hop / Routing / Destination Options headers, TCP data offset or
     the 8-byte UDP header.  None when it has no such header in full."""
+    t = _transport(linktype, data)
+    return None if t is None else t[3]
+
+
+def _transport(linktype, data):
+    """``(l3off, ethertype, proto, payload offset)`` (offsets in bytes,
+    proto 6 or 17) of the TCP/UDP packet in frame ``data``, or None (see
+    :func:`payload_offset`)."""
     l3off, et, _ = network_layer(linktype, data)
     if l3off is None:
         return None
@@ -455,7 +529,7 @@ def payload_offset(linktype, data):
         off += 8
     else:
         return None
-    return off if off <= n else None
+    return (l3off, et, nh, off) if off <= n else None
 
 
 def own_comment(c):
@@ -594,6 +668,11 @@ def _restore(pkt, r):
     if total_pay != len(data) - hlen:
         raise ValueError(f"the record's payloads add up to {total_pay} bytes, the "
                          f"packet carries {len(data) - hlen}")
+    if r["k"] is not None:
+        crc, text = r["k"]
+        if record_crc(text, data[:hlen]) != crc:
+            raise ValueError("the record's checksum (k=) does not match the record "
+                             "and the packet's headers: changed after merge")
     h0 = _apply(data[:hlen], d0)
     pos = hlen + n0
     m0 = _as_block(_strip_level(meta, True), r["b"])
@@ -602,23 +681,171 @@ def _restore(pkt, r):
         m0.flags = r["f"]
     i0, t0 = r["i"], r["t"]
     p0data = h0 + data[hlen:pos]
+    _check_fit(pkt.linktype, p0data, len(h0))
     out = [(i0, Packet(t0, p0data, len(p0data), pkt.iface, pkt.linktype, m0))]
     metas = dict(r["m"])
     for row, (di, dt, n, d) in enumerate(r["s"], 1):
         t = t0 + dt
-        if not 0 <= t < _TS_END:
+        if not -_TS_END < t < _TS_END:
             raise ValueError(f"timestamp {t} out of range")
-        b = _apply(h0, d) + data[pos:pos + n]
+        h = _apply(h0, d)
+        b = h + data[pos:pos + n]
+        _check_fit(pkt.linktype, b, len(h))
         pos += n
         out.append((i0 + di, Packet(t, b, len(b), pkt.iface, pkt.linktype,
                                     metas.get(row))))
     return out
 
 
+def _check_fit(linktype, data, hlen):
+    """Check that a packet given back (``data``, bytes, of link type
+    ``linktype``, headers ``hlen`` bytes long) is one GRO could have taken:
+    its TCP/UDP payload starts at ``hlen``, its IPv4 total length / IPv6
+    payload length / UDP length say exactly the bytes present and its IPv4
+    header checksum is good (inet_gro_receive and the checks before it
+    pass nothing else into an aggregate).  A damaged record fails here
+    even when it carries no ``k=`` (records of earlier versions).
+
+    Raises:
+        ValueError: it does not."""
+    t = _transport(linktype, data)
+    if t is None or t[3] != hlen:
+        raise ValueError("a packet given back has no TCP/UDP header where the record "
+                         "puts it")
+    l3off, et, proto, _ = t
+    n = len(data)
+    if et == ETH_P_IP:
+        if int.from_bytes(data[l3off + 2:l3off + 4], "big") != n - l3off:
+            raise ValueError("a packet given back has an IPv4 total length other "
+                             "than its size")
+        if not ipv4_header_ok(data, l3off, (data[l3off] & 0x0F) << 2):
+            raise ValueError("a packet given back has a bad IPv4 header checksum")
+    elif int.from_bytes(data[l3off + 4:l3off + 6], "big") != n - l3off - 40:
+        raise ValueError("a packet given back has an IPv6 payload length other "
+                         "than its size")
+    if proto == 17 and int.from_bytes(data[hlen - 4:hlen - 2], "big") != n - hlen + 8:
+        raise ValueError("a packet given back has a UDP length other than its size")
+
+
+OPT_COMMENT = 1
+SNAPLEN_TAG = TAG + "snaplen="
+# room for the link layer, VLAN tags and a BIG TCP Hop-by-Hop header on top
+# of the aggregate's IP packet (bytes)
+_L2_ROOM = 256
+
+
+def note_snaplen(iface, gro_max_size):
+    """``iface`` (an Interface), with an IDB comment recording its snaplen
+    (``pcapgro-restore v1 snaplen=<bytes>``) when an aggregate of up to
+    ``gro_max_size`` bytes could exceed it: the pcapng writer then raises
+    the IDB snaplen at close, and ``split --restore`` lowers it back from
+    this comment (:func:`restore_interface`).  Unchanged otherwise."""
+    snap = iface.snaplen
+    if not snap or snap >= gro_max_size + _L2_ROOM:
+        return iface
+    note = f"{SNAPLEN_TAG}{snap}".encode("ascii")
+    return Interface(iface.linktype, snap, iface.tsresol, iface.tsoffset,
+                     list(iface.options) + [(OPT_COMMENT, note)])
+
+
+def restore_interface(iface):
+    """``iface`` as it was before the merge that wrote it: the last
+    :func:`note_snaplen` comment removed and its snaplen put back (a damaged
+    note is left alone).  Unchanged when it carries none."""
+    opts = iface.options
+    for k in range(len(opts) - 1, -1, -1):
+        code, v = opts[k]
+        if code != OPT_COMMENT:
+            continue
+        v = bytes(v)
+        if not v.startswith(SNAPLEN_TAG.encode()):
+            return iface
+        try:
+            snap = _uint(v[len(SNAPLEN_TAG):].decode("ascii"), 1 << 32)
+        except (UnicodeDecodeError, ValueError):
+            return iface
+        return Interface(iface.linktype, snap, iface.tsresol, iface.tsoffset,
+                         opts[:k] + opts[k + 1:])
+    return iface
+
+
+class BlockClaims:
+    """Where the non-packet blocks (NRB, ISB, custom, ...) merge writes
+    while GRO holds packets belong (the engine writes a block when it
+    reads it, so it lands ahead of the packets held across it): each
+    block's input position (the number of input packets before it) goes
+    into the record of the next packet written after it, as ``x=`` (input
+    index minus the record's ``i``, one per block, in order), appended
+    after the record's checksum.  The engine calls :meth:`add` for each
+    such block and :meth:`apply` on each output list before handing it on.
+
+    Attributes:
+        n: blocks still waiting for a packet to be written after them.
+    """
+
+    def __init__(self):
+        self._open = []          # [input position, index in the next list]
+        self.n = 0
+
+    def add(self, position, at):
+        """A block whose input position is ``position`` (packets before it)
+        was written; the first element of the output list from index
+        ``at`` on comes after it."""
+        self._open.append([position, at])
+        self.n += 1
+
+    def apply(self, out):
+        """Put the waiting blocks' positions into the records of the first
+        packets after them in ``out`` (a list of events; modified in
+        place); blocks with no packet after them in ``out`` wait for the
+        next list.  A packet without a record takes no claim (its blocks
+        stay where merge wrote them)."""
+        if not self._open:
+            return
+        rest = []
+        by_packet = {}
+        for claim in self._open:
+            j = claim[1]
+            while j < len(out) and type(out[j]) is not Packet:
+                j += 1
+            if j < len(out):
+                by_packet.setdefault(j, []).append(claim[0])
+            else:
+                rest.append([claim[0], 0])
+        for j, positions in by_packet.items():
+            out[j] = _with_claims(out[j], positions)
+        self._open = rest
+        self.n = len(rest)
+
+
+def _with_claims(pkt, positions):
+    """``pkt`` with `` x=...`` (``positions`` minus its record's ``i``)
+    added to the last merge's record on it; unchanged without one."""
+    meta = pkt.meta
+    if meta is None or not meta.comments:
+        return pkt
+    k = level(meta.comments)[1]
+    if k is None:
+        return pkt
+    rec = meta.comments[k]
+    m = re.match(re.escape(TAG) + r"i=([0-9]+) ", rec + " ")
+    if m is None or " x=" in rec:
+        return pkt
+    i0 = int(m.group(1))
+    x = ",".join(str(n - i0) for n in positions)
+    comments = list(meta.comments)
+    comments[k] = f"{rec} x={x}"
+    return Packet(pkt.ts, pkt.data, pkt.orig_len, pkt.iface, pkt.linktype,
+                  PacketMeta(block=meta.block, comments=comments, flags=meta.flags,
+                             options=list(meta.options)))
+
+
 class Restorer:
     """``split --restore``: give back the original packets of pcapgro's own
-    aggregates (byte for byte, with their nanosecond timestamps); every other
-    event passes unchanged.
+    aggregates (byte for byte, with their nanosecond timestamps), the
+    non-packet blocks merge wrote ahead of packets GRO held in their input
+    place, and the interfaces' snaplens merge raised; every other event
+    passes unchanged.
 
     Attributes:
         stats: dict with ``packets``, ``restored`` (aggregates undone),
@@ -633,6 +860,13 @@ class Restorer:
     def __init__(self):
         self.stats = {"packets": 0, "restored": 0, "segments": 0, "passed": 0,
                       "unrecorded": 0, "unfit": 0}
+        # input index -> Packet, or None for the later indexes of a packet
+        # that stays an aggregate (its record did not fit)
+        self._pending = {}
+        self._nxt = 0            # the next input index to give out
+        self._before = {}        # input index -> blocks that go just before it
+        self._waiting = []       # blocks read since the last packet
+        self._ifs = []           # this section's interfaces: ns_to_ts()
 
     def process(self, events):
         """Generator over events (see :mod:`pcapgro.record`), giving back
@@ -642,79 +876,175 @@ class Restorer:
         position (everything before them was already written), so they are
         placed right after what is already known; recorded ones are placed
         by their input index (counted over the whole file, every section,
-        as merge counts them).  A packet whose record does not fit is placed, unchanged, at
-        the first index its record names when those are readable and free,
-        else as a packet without a record.  Memory is bounded by what GRO
-        held at once.  Never raises on a record's content; nothing is
-        dropped.
+        as merge counts them).  A packet whose record does not fit is
+        placed, unchanged, at the first index its record names when those
+        are readable and free, else as a packet without a record.  A
+        non-packet block (NRB, ISB, custom, ...) goes before the input index
+        the next packet's record names for it (``x=``: merge wrote it while
+        GRO held earlier packets), else where it is.  Memory is bounded by
+        what GRO held at once.  Never raises on a record's content; nothing
+        is dropped.
         """
-        st = self.stats
-        # input index -> Packet, or None for the later indexes of a packet
-        # that stays an aggregate (its record did not fit)
-        pending = {}
-        nxt = 0
         for ev in events:
-            if type(ev) is not Packet:
-                if type(ev) is Section:
-                    for k in sorted(pending):
-                        p = pending.pop(k)
-                        if p is not None:
-                            yield p
-                    # merge counts input indexes over the whole file, not
-                    # per section: nxt goes on
-                yield ev
+            t = type(ev)
+            if t is Packet:
+                if self._waiting:
+                    yield from self._place_blocks(ev)
+                yield from self._packet(ev)
                 continue
-            st["packets"] += 1
-            try:
-                segs = restore(ev)
-                idxs = None if segs is None else [k for k, _ in segs]
-            except RecordMismatch as e:
-                segs, idxs = [], e.idxs
-            if segs and not _free(idxs, pending, nxt):
-                segs, idxs = [], None      # names positions already taken
-            if segs:
-                if len(segs) > 1:
-                    st["restored"] += 1
-                    st["segments"] += len(segs)
-                else:
-                    st["passed"] += 1
-                for k, p in segs:
-                    pending[k] = p
+            if t is Section:
+                yield from self._drain()
+                self._ifs = []
+                # merge counts input indexes over the whole file, not per
+                # section: _nxt goes on
+            elif t is Interface:
+                yield from self._drain_waiting()
+                ev = restore_interface(ev)
+                self._ifs.append(ns_to_ts(ev.tsresol, ev.tsoffset))
+            else:
+                self._waiting.append(ev)
+                continue
+            yield ev
+        yield from self._drain()
+
+    def _packet(self, ev):
+        """Place one packet of the merge output (and what it gives back)."""
+        st = self.stats
+        pending = self._pending
+        st["packets"] += 1
+        segs, idxs = self._segments(ev)
+        if segs and not _free(idxs, pending, self._nxt):
+            segs, idxs = [], None      # names positions already taken
+        if segs:
+            if len(segs) > 1:
+                st["restored"] += 1
+                st["segments"] += len(segs)
             else:
                 st["passed"] += 1
-                if segs is None:
-                    if _unrecorded(ev.meta):
-                        st["unrecorded"] += 1
-                else:
-                    st["unfit"] += 1
-                if segs is not None and idxs and _free(idxs, pending, nxt):
-                    pending[idxs[0]] = ev
-                    for k in idxs[1:]:
-                        pending[k] = None
-                else:
-                    # in its input position: after everything known so far
-                    while nxt in pending:
-                        p = pending.pop(nxt)
-                        nxt += 1
-                        if p is not None:
-                            yield p
-                    if pending:        # out of step (an unfit record): catch up
-                        for k in sorted(pending):
-                            p = pending.pop(k)
-                            if p is not None:
-                                yield p
-                        nxt = k + 1
-                    yield ev
-                    nxt += 1
-            while nxt in pending:
-                p = pending.pop(nxt)
-                nxt += 1
-                if p is not None:
-                    yield p
+            for k, p in segs:
+                pending[k] = p
+        else:
+            st["passed"] += 1
+            if segs is None:
+                if _unrecorded(ev.meta):
+                    st["unrecorded"] += 1
+            else:
+                st["unfit"] += 1
+            if segs is not None and idxs and _free(idxs, pending, self._nxt):
+                pending[idxs[0]] = ev
+                for k in idxs[1:]:
+                    pending[k] = None
+            else:
+                # in its input position: after everything known so far
+                yield from self._release()
+                if pending:        # out of step (an unfit record): catch up
+                    yield from self._drain()
+                yield from self._blocks_upto(self._nxt)
+                yield ev
+                self._nxt += 1
+        yield from self._release()
+
+    def _segments(self, ev):
+        """``(segs, idxs)``: :func:`restore` of ``ev`` and the input indexes
+        given back; ``([], idxs)`` when its record does not fit (``idxs``
+        the indexes it names, or None), also when a time it gives back
+        cannot be written on the packet's interface."""
+        try:
+            segs = restore(ev)
+        except RecordMismatch as e:
+            return [], e.idxs
+        if segs is None:
+            return None, None
+        idxs = [k for k, _ in segs]
+        if not all(_ts_fits(self._ifs, p) for _, p in segs):
+            return [], idxs
+        return segs, idxs
+
+    def _place_blocks(self, ev):
+        """The blocks read since the last packet: those the record of ``ev``
+        (the next packet merge wrote) places (``x=``) go before their input
+        index, the others are given out now, where merge wrote them."""
+        waiting = self._waiting
+        if not waiting:
+            return
+        self._waiting = []
+        claims = _block_claims(ev.meta)
+        if len(claims) > len(waiting):
+            claims = []
+        free = len(waiting) - len(claims)
+        for b in waiting[:free]:
+            yield b
+        for b, k in zip(waiting[free:], claims):
+            if k <= self._nxt:
+                yield from self._blocks_upto(k)
+                yield b
+            else:
+                self._before.setdefault(k, []).append(b)
+
+    def _blocks_upto(self, k):
+        """Give out the blocks placed before input indexes up to ``k``."""
+        before = self._before
+        if before:
+            for j in sorted(x for x in before if x <= k):
+                yield from before.pop(j)
+
+    def _release(self):
+        """Give out what is pending from ``_nxt`` on, as long as it is
+        contiguous (each index after the blocks placed before it)."""
+        pending = self._pending
+        while self._nxt in pending:
+            yield from self._blocks_upto(self._nxt)
+            p = pending.pop(self._nxt)
+            self._nxt += 1
+            if p is not None:
+                yield p
+
+    def _drain_waiting(self):
+        waiting, self._waiting = self._waiting, []
+        yield from waiting
+
+    def _drain(self):
+        """Give out everything held, in input order (section or file end)."""
+        pending = self._pending
         for k in sorted(pending):
+            yield from self._blocks_upto(k)
             p = pending.pop(k)
             if p is not None:
                 yield p
+            self._nxt = k + 1
+        before, self._before = self._before, {}
+        for k in sorted(before):
+            yield from before[k]
+        yield from self._drain_waiting()
+
+
+def _ts_fits(ifs, p):
+    """True when Packet ``p``'s time (ns) can be written on its interface
+    (``ifs``: :func:`pcapgro.capture.pcapng.ns_to_ts` of each; pcapng keeps
+    0 <= ticks < 2**64); without a known interface, 0 <= ns < 2**64."""
+    if not 0 <= p.iface < len(ifs):
+        return 0 <= p.ts < 1 << 64
+    div, off, conv = ifs[p.iface]
+    t = (p.ts - off) // div if conv is None else conv(p.ts)
+    return 0 <= t < 1 << 64
+
+
+def _block_claims(meta):
+    """The absolute input indexes (list of int) before which the record on
+    ``meta`` (the last merge's; see :func:`level`) places the non-packet
+    blocks merge wrote just ahead of this packet (``x=``, relative to
+    its ``i``), one per block, the last blocks first...last; [] when none
+    or the record cannot be read."""
+    if meta is None or not meta.comments:
+        return []
+    k = level(meta.comments)[1]
+    if k is None:
+        return []
+    try:
+        r = decode(meta.comments[k])
+    except ValueError:
+        return []
+    return [r["i"] + x for x in r["x"]]
 
 
 def _free(idxs, pending, nxt):

@@ -19,7 +19,8 @@ import numpy as np
 
 from ..errors import DamagedInput
 from ..linklayer import ETH_P_IP, network_layer
-from ..record import Packet, Section
+from .. import restore
+from ..record import Interface, Packet, Section
 from . import cfast
 from .core import NAPI
 from .csum import verify
@@ -99,6 +100,8 @@ class GROEngine(NAPI):
         self.raw_out = False
         self._c = None                   # its CEngine, made on first use
         self._c_ok = cfast.usable(self.cfg)
+        # blocks written ahead of held packets (pcapgro.restore.BlockClaims)
+        self._claims = restore.BlockClaims()
 
     # ------------------------------------------------------------------ API
 
@@ -120,6 +123,7 @@ class GROEngine(NAPI):
                     self._chunk(batch)
                     out = self.out
                     self.out = []
+                    self._claims.apply(out)
                     yield out
                     continue
                 if batch and set(map(type, batch)) == _ONLY_PACKETS:
@@ -130,6 +134,7 @@ class GROEngine(NAPI):
                             self._packets(batch[a:a + _MAX_BATCH])
                     out = self.out
                     self.out = []
+                    self._claims.apply(out)
                     yield out
                     continue
                 run = None
@@ -147,6 +152,14 @@ class GROEngine(NAPI):
                         self.flush_all(Flush.SECTION_END, self.last_ts or 0)
                         # a new section's times do not depend on an earlier one's
                         self.last_out_ts = 0
+                    elif type(ev) is Interface and self.cfg.annotate:
+                        ev = restore.note_snaplen(ev, self.limit)
+                    elif self.cfg.annotate:
+                        # a block (NRB, ISB, custom) written ahead of held
+                        # packets: the next packet written says where it goes
+                        self._release()
+                        if self.flows or self._claims.n:
+                            self._claims.add(self.stats.packets, len(self.out) + 1)
                     self.out.append(ev)
                 if run:
                     for a in range(0, len(run), _MAX_BATCH):
@@ -154,16 +167,19 @@ class GROEngine(NAPI):
                 if self.out:
                     out = self.out
                     self.out = []
+                    self._claims.apply(out)
                     yield out
         except DamagedInput:
             self._end()
             out = self.out
             self.out = []
+            self._claims.apply(out)
             yield out
             raise
         self._end()
         out = self.out
         self.out = []
+        self._claims.apply(out)
         yield out
 
     def _release(self):
