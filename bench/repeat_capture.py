@@ -60,7 +60,7 @@ def _spans(recs):
             continue                        # the SYN's sequence number is not data
         n = ip_len - (t - 14) - (b[t + 12] >> 4) * 4
         lo.setdefault(k, seq)
-        hi[k] = max(hi.get(k, seq), (seq - lo[k]) % 2**32 + n)
+        hi[k] = max(hi.get(k, 0), (seq - lo[k]) % 2**32 + n)
     return hi
 
 

@@ -59,18 +59,27 @@ class Pair:
 def _clean(recs, udp):
     """{P: index} of the positions where ``recs`` (one side's pending
     records, arrival order) can be cut: before index i, data below P
-    only; from i on, data from P on only (records without data count on
-    neither side)."""
+    only; from i on, new data from P on only.  Data a record carries that
+    an earlier record already reached (a retransmission) does not count:
+    it adds nothing to the store on either side of a cut.  Records
+    without data count on neither side."""
     n = len(recs)
     if udp:
         return {r[1]: i for i, r in enumerate(recs) if i}
     inf = float("inf")
+    new = [inf] * n             # where each record's new data starts (inf: none)
+    top = -inf
+    for i, r in enumerate(recs):
+        if r[2] > 0:
+            e = r[1] + r[2]
+            if e > top:
+                new[i] = r[1] if r[1] > top else top
+                top = e
     suf = [inf] * (n + 1)
     m = inf
     for i in range(n - 1, -1, -1):
-        r = recs[i]
-        if r[2] > 0 and r[1] < m:
-            m = r[1]
+        if new[i] < m:
+            m = new[i]
         suf[i] = m
     out = {}
     top = -inf
@@ -112,7 +121,7 @@ def find_cut(pair, forced=False):
     both lists are cut whole."""
     a, b = pair.flows
     ra, rb = a.pending, b.pending
-    if not any(r[2] for r in ra) and not any(r[2] for r in rb):
+    if not ra[-1][2] and not rb[-1][2] and not any(r[2] for r in ra) and not any(r[2] for r in rb):
         return len(ra), len(rb), None   # no data: pure ACKs only
     udp = pair.proto == "udp"
     ca, cb = _clean(ra, udp), _clean(rb, udp)
