@@ -37,8 +37,8 @@ class _CallableModule(_types.ModuleType):
     :func:`pcapgro.jobs.verify` (so ``pcapgro.verify(IN, OUT)`` and
     ``from pcapgro import verify`` both keep working)."""
 
-    def __call__(self, in_path, out_path, csum="valid"):
-        return _verify_job(in_path, out_path, csum)
+    def __call__(self, in_path, out_path, csum="valid", progress=None):
+        return _verify_job(in_path, out_path, csum, progress)
 
 
 _verify_module.__class__ = _CallableModule

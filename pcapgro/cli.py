@@ -457,7 +457,12 @@ def verify_cmd(in_path, out_path, csum, as_json, stats_path, quiet, max_problems
     if sys.stdout is None and (as_json or stats_path == "-" or not quiet):
         # -q alone may run with stdout closed: the exit status is the answer
         raise UnusableInput("cannot write the result: standard output is closed")
-    report = _usage(lambda: jobs.verify(in_path, out_path, csum=csum))
+    progress, bar = _progress_bar(quiet or as_json, in_path)
+    try:
+        report = _usage(lambda: jobs.verify(in_path, out_path, csum=csum, progress=progress))
+    finally:
+        if bar is not None:
+            bar.close()
     v = report.verdict
     if sys.stdout is None:
         pass

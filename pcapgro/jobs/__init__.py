@@ -70,7 +70,7 @@ def split(src, dst, *, out_format=None, verify=False, progress=None, **options):
     return plan_split(src, dst, out_format=out_format, verify=verify, **options).run(progress)
 
 
-def verify(in_path, out_path, csum="valid"):
+def verify(in_path, out_path, csum="valid", progress=None):
     """Check through tshark that OUT carries exactly what IN carried
     (``pcapgro verify``).
 
@@ -78,6 +78,7 @@ def verify(in_path, out_path, csum="valid"):
         in_path, out_path: capture files (not '-': tshark reads them).
         csum: 'valid' or 'kernel' (OUT's aggregates carry the kernel's
               checksums).
+        progress: None or callable(bytes_read: int), called as IN is read.
     Returns: a :class:`Report`: the verdict's dict (``result``
         'faithful' or 'differ', ``problems``, ...); ``.verdict`` the
         :class:`pcapgro.verify.Verdict`, ``.status`` 0 or 1.
@@ -87,7 +88,7 @@ def verify(in_path, out_path, csum="valid"):
         if p == "-" or files.is_stream(p):
             raise OptionError(f"verify needs {label} to be a file (tshark reads it; "
                               "'-' is not supported)")
-    v = _verify_module().verify(in_path, out_path, csum=csum)
+    v = _verify_module().verify(in_path, out_path, csum=csum, progress=progress)
     return Report(v.to_dict(), verdict=v)
 
 

@@ -1,0 +1,183 @@
+"""One capture as verify reads it: each line of tshark's ``-T fields``
+output becomes a packet record of its stream (:class:`~.stream.Flow`) or
+an entry of the other packets' queue; nothing per frame is kept beyond
+what the comparison has not consumed yet."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from .fields import (SEP, AGG, _NFIELDS, F_NUM, F_TS, F_LEN, F_CAPLEN, F_PROTOS, F_MD5, F_CB,
+                     F_VLAN, F_IPSRC, F_IPDST, F_V6SRC, F_V6DST, F_MF, F_FRAGOFF, F_V6FRAG,
+                     F_IPCS, F_TSPORT, F_TDPORT, F_SEQ, F_ACK, F_TLEN, F_TFLAGS, F_TCS, F_TPAY,
+                     F_USPORT, F_UDPORT, F_ULEN, F_UCS, F_UPAY, F_MAL, F_SEV, F_GRP, F_IPHL,
+                     F_UCSUM, F_PAD, F_TRAILER, _SEV_ERROR, _GRP_CHECKSUM, _BAD, _TRUE, _FALSE,
+                     CAT_IPCS, CAT_L4CS, CAT_MAL, CAT_EXPERT, MAX_PROBLEMS,
+                     _last, _int, _unhex, _parse_ts, _key)
+from .stream import Flow, SYN, FIN, RST
+
+TS_BACK_KEPT = 10       # frames named when timestamps go backwards; more are counted
+
+class Side:
+    """What verify keeps of one capture (``label`` 'IN' or 'OUT', ``index``
+    0 or 1): its flows, the other packets not compared yet, counts and the
+    first frames of timestamp and length problems."""
+
+    def __init__(self, label, path, index=0, on_flow=None):
+        self.label, self.path, self.index = label, path, index
+        self.on_flow = on_flow  # called with (side, proto, flow) for each new flow
+        self.frames = 0
+        self.cb_frames = 0
+        self.tcp = {}           # (key, gen) -> Flow
+        self.tcp_cur = {}       # key -> current Flow
+        self.udp = {}           # key -> Flow
+        self.other = deque()    # (frame, md5, len, cats) not compared yet
+        self.n_other = 0
+        self.bytes_read = 0     # captured bytes + 16 per record so far (progress)
+        self.ts_back = []       # first frames whose timestamp went backwards
+        self.n_ts_back = 0
+        self.len_bad = []       # first (frame, message) of captured length > frame length
+        self.n_len_bad = 0
+        self.last_ts = None
+        self.error = None       # tshark's complaint (cut short, ...)
+        self.md5 = True
+        self._keys = {}
+
+    def _new_flow(self, proto, key, gen):
+        fl = Flow(key, gen)
+        if self.on_flow is not None:
+            self.on_flow(self, proto, fl)
+        return fl
+
+    # -- one tshark output line (the hot loop: keep it lean)
+    def line(self, line):
+        f = line.split(SEP)
+        if len(f) < _NFIELDS:
+            return
+        frame = int(f[F_NUM])
+        if f[F_CB]:
+            self.cb_frames += 1
+            return
+        self.frames += 1
+        ts = _parse_ts(f[F_TS])
+        if ts is not None:
+            if self.last_ts is not None and ts < self.last_ts:
+                self.n_ts_back += 1
+                if len(self.ts_back) < TS_BACK_KEPT:
+                    self.ts_back.append(frame)
+            self.last_ts = ts
+        flen, caplen = _int(f[F_LEN]), _int(f[F_CAPLEN])
+        if caplen is not None:
+            self.bytes_read += caplen + 16
+        if flen is not None and caplen is not None and caplen > flen:
+            self.n_len_bad += 1
+            if len(self.len_bad) < MAX_PROBLEMS:
+                self.len_bad.append((frame, f"captured length {caplen} > frame length {flen}"))
+        cats = None
+        if f[F_MAL] or f[F_SEV] or "0" in f[F_IPCS] or "B" in f[F_IPCS]:
+            cats = set()
+            if f[F_MAL]:
+                cats.add(CAT_MAL)
+            if f[F_SEV]:
+                grps = f[F_GRP].split(AGG)
+                for i, sv in enumerate(f[F_SEV].split(AGG)):
+                    if sv in _SEV_ERROR and (i >= len(grps) or grps[i] not in _GRP_CHECKSUM):
+                        cats.add(CAT_EXPERT)
+            if f[F_IPCS] and not _BAD.isdisjoint(f[F_IPCS].split(AGG)):
+                cats.add(CAT_IPCS)
+        # rejected by GRO before flow matching (so it may overtake its flow's
+        # held aggregate): bad IPv4 header checksum, a header cut short
+        # (malformed), IPv4 options; L4 checksums are added in _tcp / _udp
+        hl = f[F_IPHL]
+        rej = ((cats is not None and (CAT_IPCS in cats or CAT_MAL in cats))
+               or (hl != "" and hl != "20" and any(x != "20" for x in hl.split(AGG))))
+        protos = f[F_PROTOS]
+        mf, fo = f[F_MF], f[F_FRAGOFF]
+        plain = ("icmp" not in protos and not f[F_V6FRAG]
+                 and (not mf or mf in _FALSE or _TRUE.isdisjoint(mf.split(AGG)))
+                 and (not fo or fo == "0" or all(x in ("", "0") for x in fo.split(AGG))))
+        if plain and f[F_SEQ] and f[F_TLEN] and f[F_TSPORT] and ":tcp" in protos:
+            self._tcp(frame, f, cats, rej, ts)
+        elif plain and f[F_USPORT] and f[F_ULEN] and ":udp" in protos:
+            self._udp(frame, f, cats, rej, ts)
+        else:
+            self.n_other += 1
+            self.other.append((frame, f[F_MD5], flen, frozenset(cats or ())))
+
+    def key(self, f, sport, dport):
+        """(vlan ids, src, sport, dst, dport) of the innermost IP header, cached."""
+        ck = (f[F_PROTOS], f[F_VLAN], f[F_IPSRC], f[F_IPDST], f[F_V6SRC], f[F_V6DST], sport, dport)
+        k = self._keys.get(ck)
+        if k is None:
+            k = self._keys[ck] = _key(f, f[F_PROTOS].split(":"), sport, dport)
+        return k
+
+    def _tcp(self, frame, f, cats, rej, ts):
+        key = self.key(f, f[F_TSPORT], f[F_TDPORT])
+        v = f[F_SEQ]
+        raw = int(v if AGG not in v else _last(v))
+        v = f[F_TLEN]
+        nominal = int(v if AGG not in v else _last(v))
+        v = f[F_TFLAGS]
+        flags = int(v if AGG not in v else _last(v), 16) if v else 0
+        v = f[F_TPAY]
+        payload = _unhex(v if AGG not in v else _last(v)) if v else b""
+        if len(payload) > nominal:
+            payload = payload[:nominal]
+        v = f[F_TCS]
+        if v and (v if AGG not in v else _last(v)) in _BAD:
+            if cats is None:
+                cats = set()
+            cats.add(CAT_L4CS)
+            rej = True
+        st = self.tcp_cur.get(key)
+        if st is None or (flags & SYN and st.npkts and st.syn_seq is not None
+                          and raw != st.syn_seq) or (flags & SYN and st.syn_seq is None
+                                                      and st.npkts):
+            gen = 0 if st is None else st.gen + 1
+            st = self._new_flow("tcp", key, gen)
+            self.tcp_cur[key] = st
+            self.tcp[(key, gen)] = st
+        st.npkts += 1
+        a = st.abs_seq(raw)
+        if flags & 0x07:
+            if flags & SYN:
+                if st.syn_seq is None:
+                    st.syn_seq = raw
+                st.events.setdefault(("SYN", a), frame)
+                a += 1
+            if flags & RST:
+                st.events.setdefault(("RST", a), frame)
+            if flags & FIN:
+                st.events.setdefault(("FIN", a + nominal), frame)
+        elif nominal == 0 and f[F_ACK]:
+            st.n_acks += 1
+            st.last_ack_frame = frame
+            st.acks.append((int(_last(f[F_ACK])), frame))
+        st.add((frame, a, nominal, payload, frozenset(cats) if cats else None, rej, ts))
+
+    def _udp(self, frame, f, cats, rej, ts):
+        key = self.key(f, f[F_USPORT], f[F_UDPORT])
+        payload = _unhex(_last(f[F_UPAY])) if f[F_UPAY] else b""
+        ulen = _int(_last(f[F_ULEN]))
+        declared = ulen - 8 if ulen is not None and ulen >= 8 else len(payload)
+        if ulen == 0:                   # IPv6 jumbogram
+            declared = len(payload)
+        payload = payload[:declared]
+        if f[F_UCS] and _last(f[F_UCS]) in _BAD:
+            if cats is None:
+                cats = set()
+            cats.add(CAT_L4CS)
+            rej = True
+        # UDP GRO also rejects checksum 0 and a UDP length other than the
+        # bytes present (Ethernet padding or trailer after the datagram)
+        if _last(f[F_UCSUM]) in ("0x0000", "0") or f[F_PAD] or f[F_TRAILER]:
+            rej = True
+        st = self.udp.get(key)
+        if st is None:
+            st = self.udp[key] = self._new_flow("udp", key, 0)
+        st.npkts += 1
+        a = st.udp_end
+        st.udp_end += declared
+        st.add((frame, a, declared, payload, frozenset(cats) if cats else None, rej, ts))
+
