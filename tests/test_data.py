@@ -52,3 +52,33 @@ def test_no_test_reads_outside_the_repository():
             for i, line in enumerate(f.read_text().splitlines(), 1) if bad.search(line)]
     assert not hits, hits
     assert DATA.is_dir()
+
+
+def _requirement_names(reqs):
+    return [re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0].strip().lower() for r in reqs]
+
+
+def _imports(root):
+    """Top-level module names imported anywhere under ``root`` (also
+    inside functions)."""
+    pat = re.compile(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", re.M)
+    return {m.group(1).lower() for f in root.rglob("*.py") for m in pat.finditer(f.read_text())}
+
+
+def test_every_declared_dependency_is_imported():
+    """A package the project declares is used (issue 19, item 3): each
+    runtime dependency by pcapgro/, each test extra by tests/ (pyshark,
+    declared for verify, is settled there)."""
+    try:
+        import tomllib
+    except ImportError:                       # Python < 3.11
+        import pytest
+        tomllib = pytest.importorskip("tomli")
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    used = _imports(REPO / "pcapgro")
+    unused = [n for n in _requirement_names(project["dependencies"]) if n not in used]
+    assert not unused, f"runtime dependencies pcapgro never imports: {unused}"
+    used = _imports(REPO / "tests") | used
+    names = [n for n in _requirement_names(project["optional-dependencies"]["test"]) if n != "pyshark"]
+    unused = [n for n in names if n not in used]
+    assert not unused, f"test dependencies nothing imports: {unused}"
