@@ -426,8 +426,7 @@ def _gro_build(opts, quiet):
 
     def build(fmt):
         if fmt == "pcap" and not quiet and not opts["gso"]:
-            _err("note: pcap output cannot hold the aggregate comments and restore "
-                 "records (use -F pcapng to keep them)")
+            _err("note: pcap holds no comments or restore records (-F pcapng keeps them)")
         cfg = GROConfig(
             gro_max_size=opts["gro_max_size"], verify_csum=not opts["no_verify_csum"],
             csum=opts["csum"], hz=opts["hz"], napi_budget=opts["napi_budget"],
@@ -585,17 +584,20 @@ Examples:
 
 
 def _restore_table(st):
-    lines = [f"restore: {st['restored']} aggregates given back as "
-             f"{st['segments']} packets, {st['passed']} passed"]
+    from .text import count, fit, num
+    lines = [f"restore: {num(st['restored'])} aggregates given back as "
+             f"{count(st['segments'], 'packet')}, {num(st['passed'])} passed"]
     if st["unrecorded"]:
-        lines.append(f"  {st['unrecorded']} aggregates carry no restore record (cut by a "
-                     "snaplen: merge keeps only their contiguous captured bytes) and "
+        lines.append(f"  {count(st['unrecorded'], 'aggregate')} "
+                     f"{'carries' if st['unrecorded'] == 1 else 'carry'} no restore record (cut "
+                     "by a snaplen: merge keeps only their contiguous captured bytes) and "
                      "stay as they are")
     if st.get("unfit"):
-        lines.append(f"  {st['unfit']} restore records do not fit their packet (the "
+        lines.append(f"  {count(st['unfit'], 'restore record')} "
+                     f"{'does' if st['unfit'] == 1 else 'do'} not fit their packet (the "
                      "capture was edited after merge: cut, chopped or changed) and "
                      "those packets stay as they are")
-    return lines
+    return fit(lines)
 
 
 @cli.command("verify", epilog=_VERIFY_EPILOG)

@@ -50,6 +50,8 @@ def open_reader(path):
         UnusableInput: cannot open, empty, or neither pcap nor pcapng.
     """
     name = "stdin" if path == "-" else os.fspath(path)
+    if not name:                # as open_writer words it
+        raise UnusableInput("cannot open '': empty file name")
     if path == "-":
         if sys.stdin is None:       # started with standard input closed (<&-)
             raise UnusableInput("cannot read standard input: it is closed")
