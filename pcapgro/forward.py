@@ -81,6 +81,7 @@ from .gro import GROConfig, GROEngine
 from .gso import GSOConfig, GSOSplitter
 from .linklayer import ETH_P_IP, network_layer
 from .record import GSOInfo, Packet
+from .text import count, fit, num
 
 __all__ = ["Forwarder", "ForwardStats", "FRAGLIST_IDS", "FRAGLIST_TTL", "UDP_IDS"]
 
@@ -148,30 +149,31 @@ class ForwardStats:
         d = self.to_dict()["forward"]
         lines = list(self.gro.table())
         lines.append(
-            f"GSO: {d['packets_out']} packets out: {d['segmented']} aggregates sent as "
-            f"{d['segments']} segments, {d['fraglist']} fraglist aggregates sent as "
-            f"{d['fraglist_packets']} packets")
+            f"GSO: {count(d['packets_out'], 'packet')} out: {num(d['segmented'])} aggregates "
+            f"sent as {count(d['segments'], 'segment')}, {num(d['fraglist'])} fraglist "
+            f"aggregates sent as {count(d['fraglist_packets'], 'packet')}")
         lines.append(
-            f"  changed vs input: IPv4 ID {d['id_changed']}, timestamp {d['ts_changed']}, "
-            f"size {d['size_changed']}; TTL decremented {d['ttl_decremented']}")
+            f"  changed vs input: IPv4 ID {num(d['id_changed'])}, timestamp "
+            f"{num(d['ts_changed'])}, size {num(d['size_changed'])}; TTL decremented "
+            f"{num(d['ttl_decremented'])}")
         if d["dropped_mtu"]:
-            icmp = [f"{d[k]} {w}" for k, w in (("icmp_frag_needed", "ICMP fragmentation needed"),
+            icmp = [f"{num(d[k])} {w}" for k, w in (("icmp_frag_needed", "ICMP fragmentation needed"),
                                                ("icmpv6_too_big", "ICMPv6 packet too big"))
                     if d[k]]
-            lines.append(f"  dropped, too big for the egress MTU: {d['dropped_mtu']} packets"
+            lines.append(f"  dropped, too big for the egress MTU: {count(d['dropped_mtu'], 'packet')}"
                          + (f" ({', '.join(icmp)} counted)" if icmp else ""))
         if d["ttl_expired"]:
-            lines.append(f"  dropped, TTL expired: {d['ttl_expired']} packets "
-                         f"({d['icmp_time_exceeded']} ICMP time exceeded counted)")
+            lines.append(f"  dropped, TTL expired: {count(d['ttl_expired'], 'packet')} "
+                         f"({num(d['icmp_time_exceeded'])} ICMP time exceeded counted)")
         if d["fragmented"]:
-            lines.append(f"  IP-fragmented: {d['fragmented']} packets into "
-                         f"{d['fragments']} fragments")
+            lines.append(f"  IP-fragmented: {count(d['fragmented'], 'packet')} into "
+                         f"{count(d['fragments'], 'fragment')}")
         if d["not_forwarded"]:
-            lines.append(f"  not forwarded (not IP): {d['not_forwarded']} frames")
+            lines.append(f"  not forwarded (not IP): {count(d['not_forwarded'], 'frame')}")
         if d["unrestorable"]:
-            lines.append(f"  {d['unrestorable']} aggregates without a restore record "
+            lines.append(f"  {count(d['unrestorable'], 'aggregate')} without a restore record "
                          "(cut by a snaplen) segmented from themselves")
-        return lines
+        return fit(lines)
 
 
 # ------------------------------------------------------------ header helpers

@@ -1,4 +1,4 @@
-"""Shared test helpers: where ../shared is, running the CLI, tshark."""
+"""Shared test helpers: where the test captures are, running the CLI, tshark."""
 
 import json
 import os
@@ -11,18 +11,28 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Every capture the tests read is carried in the repository (a fresh clone
+# needs nothing beside it): tests/data/kernel (real Linux 6.18 veth
+# captures; the four shipped in samples/ are symlinks to them),
+# tests/data/public (public test captures, see SOURCES.md there).
+DATA = REPO / "tests" / "data"
+PUBLIC = DATA / "public"
+KERNEL = DATA / "kernel"
+SAMPLES = REPO / "samples"
 
-def shared_dir():
-    """The shared/ folder: $PCAPGRO_SHARED, else ../shared beside the repo."""
-    env = os.environ.get("PCAPGRO_SHARED")
-    if env:
-        return Path(env)
-    return (REPO / ".." / "shared").resolve()
+
+def all_captures(suffixes=(".pcap", ".pcapng")):
+    """Every capture file the project carries (tests/data, samples), each
+    once (a symlink and its target count once), sorted: list of Path."""
+    seen, out = set(), []
+    for root in (DATA, SAMPLES):
+        for p in sorted(root.rglob("*")):
+            if p.suffix in suffixes and p.is_file() and p.resolve() not in seen:
+                seen.add(p.resolve())
+                out.append(p)
+    return out
 
 
-SHARED = shared_dir()
-PUBLIC = SHARED / "captures" / "public"
-KERNEL = SHARED / "captures" / "kernel"
 HAVE_TSHARK = shutil.which("tshark") is not None
 
 

@@ -1,7 +1,15 @@
 """Test packet builder and parser for the GRO rule tests.
 
-Plain ``struct``; nothing here uses pcapgro, so the expected values in the
-tests are computed independently of the engine (checksums included).
+Header layouts come from dpkt's packet classes (``dpkt.tcp.TCP``,
+``dpkt.ip.IP``, ``dpkt.ip6.IP6``, ``dpkt.ethernet.Ethernet``, ...), packed
+with ``pack_hdr()`` so that every field is exactly what the test asked for:
+dpkt's ``bytes()`` fills in lengths and checksums that are zero, and tests
+need zero and wrong ones too.  Checksums are computed here (RFC 1071, word
+by word).  Nothing here uses pcapgro, so the expected values in the tests
+are computed independently of the engine.  :func:`parse` reads fields with
+``struct`` at fixed offsets: it must read what pcapgro writes and dpkt's
+decoders reinterpret or refuse (BIG TCP total length 0, IPv6 jumbograms,
+frames cut by a snaplen).
 
 Building, layer by layer (each returns bytes)::
 
@@ -26,6 +34,15 @@ record (link, VLAN tags, IP and TCP fields, payload, checksum validity).
 
 import ipaddress
 import struct
+
+from dpkt.arp import ARP
+from dpkt.ethernet import Ethernet, VLANtag8021Q
+from dpkt.ip import IP
+from dpkt.ip6 import IP6, IP6FragmentHeader
+from dpkt.sll import SLL
+from dpkt.sll2 import SLL2
+from dpkt.tcp import TCP
+from dpkt.udp import UDP
 
 from pcapgro.record import Packet
 
@@ -155,9 +172,11 @@ def tcp_segment(src, dst, sport, dport, seq, ack, flags=ACK, window=65535,
         options += b"\0" * (4 - len(options) % 4)
     if doff is None:
         doff = 5 + len(options) // 4
-    hdr = struct.pack("!HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF,
-                      ack & 0xFFFFFFFF, (doff << 4) | (res & 0xF), flags,
-                      window, 0, urg_ptr) + options
+    # the 4 reserved bits (AE/NS among them) sit between the data offset
+    # and the flags byte: dpkt's off / _rsv / flags(9) bit fields
+    hdr = TCP(sport=sport, dport=dport, seq=seq & 0xFFFFFFFF, ack=ack & 0xFFFFFFFF,
+              _off_flags=(doff << 12) | ((res & 0xF) << 8) | flags, win=window,
+              sum=0, urp=urg_ptr).pack_hdr() + options
     seg = bytearray(hdr + bytes(payload))
     if csum == "valid":
         c = tcp_checksum(src, dst, seg)
@@ -175,7 +194,7 @@ def tcp_segment(src, dst, sport, dport, seq, ack, flags=ACK, window=65535,
 
 def udp_datagram(src, dst, sport, dport, payload=b""):
     ln = 8 + len(payload)
-    d = bytearray(struct.pack("!HHHH", sport, dport, ln, 0) + payload)
+    d = bytearray(UDP(sport=sport, dport=dport, ulen=ln, sum=0).pack_hdr() + payload)
     c = csum16(pseudo_header(src, dst, 17, ln) + bytes(d)) or 0xFFFF
     struct.pack_into("!H", d, 6, c)
     return bytes(d)
@@ -198,9 +217,9 @@ def ipv4(payload, src="192.168.1.200", dst="192.168.1.100", proto=6, tos=0,
     frag = (0x8000 if evil else 0) | (0x4000 if df else 0) | (0x2000 if mf else 0) | (frag_off & 0x1FFF)
     if tot_len is None:
         tot_len = ihl * 4 + len(payload)
-    hdr = bytearray(struct.pack("!BBHHHBBH4s4s", 0x40 | ihl, tos, tot_len & 0xFFFF,
-                                ident & 0xFFFF, frag, ttl, proto, 0,
-                                _ip_bytes(src), _ip_bytes(dst)) + options)
+    hdr = bytearray(IP(v=4, hl=ihl, tos=tos, len=tot_len & 0xFFFF, id=ident & 0xFFFF,
+                       _flags_offset=frag, ttl=ttl, p=proto, sum=0,
+                       src=_ip_bytes(src), dst=_ip_bytes(dst)).pack_hdr() + options)
     c = csum16(hdr)
     if csum == "bad":
         c = (c - 1) & 0xFFFF
@@ -243,7 +262,9 @@ def routing(rtype=4, segleft=0, data=b"\0" * 4):
 
 def frag6(offset=0, m=False, ident=0x12345678):
     """Fragment header (type 44)."""
-    return (44, struct.pack("!HI", ((offset & 0x1FFF) << 3) | (1 if m else 0), ident))
+    hdr = IP6FragmentHeader(nxt=0, frag_off=offset & 0x1FFF, m_flag=1 if m else 0,
+                            id=ident).pack_hdr()
+    return (44, hdr[2:])                     # next header and reserved byte: see ipv6()
 
 
 def ipv6(payload, src="fdaa::2", dst="fdaa::1", nh=6, tc=0, flow=0, hlim=8,
@@ -262,9 +283,8 @@ def ipv6(payload, src="fdaa::2", dst="fdaa::1", nh=6, tc=0, flow=0, hlim=8,
     first_nh = types[0]
     if plen is None:
         plen = len(chain) + len(payload)
-    first = (6 << 28) | ((tc & 0xFF) << 20) | (flow & 0xFFFFF)
-    hdr = struct.pack("!IHBB16s16s", first, plen & 0xFFFF, first_nh, hlim,
-                      _ip_bytes(src), _ip_bytes(dst))
+    hdr = IP6(v=6, fc=tc & 0xFF, flow=flow & 0xFFFFF, plen=plen & 0xFFFF, nxt=first_nh,
+              hlim=hlim, src=_ip_bytes(src), dst=_ip_bytes(dst)).pack_hdr()
     return hdr + chain + bytes(payload)
 
 
@@ -276,10 +296,14 @@ def eth(payload, ethertype, vlans=(), src=MAC_SRC, dst=MAC_DST, pad_to=0,
     ``pad_to``: pad the frame with zero bytes to this length (60 = the
     minimum frame without FCS). ``trailer``: bytes appended after that
     (e.g. a 4-byte FCS)."""
-    f = bytes(dst) + bytes(src)
-    for tpid, tci in vlans:
-        f += struct.pack("!HH", tpid, tci)
-    f += struct.pack("!H", ethertype) + bytes(payload)
+    # each tag as given (dpkt's Ethernet would pick the TPIDs itself): the
+    # first TPID in the Ethernet type field, each tag's TCI followed by the
+    # next type (dpkt's VLANtag8021Q: TCI + type)
+    types = [tpid for tpid, _ in vlans] + [ethertype]
+    f = Ethernet(dst=bytes(dst), src=bytes(src), type=types[0]).pack_hdr()
+    for i, (_, tci) in enumerate(vlans):
+        f += VLANtag8021Q(_pri_cfi_id=tci, type=types[i + 1]).pack_hdr()
+    f += bytes(payload)
     if len(f) < pad_to:
         f += b"\0" * (pad_to - len(f))
     return f + bytes(trailer)
@@ -288,20 +312,21 @@ def eth(payload, ethertype, vlans=(), src=MAC_SRC, dst=MAC_DST, pad_to=0,
 def sll(payload, ethertype, pkttype=0, hatype=1, addr=MAC_SRC):
     """Linux cooked capture v1 header (16 bytes) + payload."""
     a = bytes(addr)[:8]
-    return struct.pack("!HHH8sH", pkttype, hatype, len(a), a.ljust(8, b"\0"),
-                       ethertype) + bytes(payload)
+    return SLL(type=pkttype, hrd=hatype, hlen=len(a), hdr=a.ljust(8, b"\0"),
+               ethtype=ethertype).pack_hdr() + bytes(payload)
 
 
 def sll2(payload, ethertype, ifindex=2, hatype=1, pkttype=0, addr=MAC_SRC):
     """Linux cooked capture v2 header (20 bytes) + payload."""
     a = bytes(addr)[:8]
-    return struct.pack("!HHIHBB8s", ethertype, 0, ifindex, hatype, pkttype,
-                       len(a), a.ljust(8, b"\0")) + bytes(payload)
+    return SLL2(ethtype=ethertype, mbz=0, intindex=ifindex, hrd=hatype, type=pkttype,
+                hlen=len(a), hdr=a.ljust(8, b"\0")).pack_hdr() + bytes(payload)
 
 
 def arp_frame():
-    body = struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, MAC_SRC,
-                       _ip_bytes("192.168.1.200"), b"\0" * 6, _ip_bytes("192.168.1.100"))
+    body = ARP(hrd=1, pro=0x0800, hln=6, pln=4, op=1, sha=MAC_SRC,
+               spa=_ip_bytes("192.168.1.200"), tha=b"\0" * 6,
+               tpa=_ip_bytes("192.168.1.100")).pack_hdr()
     return eth(body, ETH_P_ARP, pad_to=60)
 
 

@@ -16,13 +16,12 @@ from collections import Counter
 
 import pytest
 
-from capture_helpers import SHARED, REPO
+from capture_helpers import REPO, all_captures
 from pcapgro.capture import open_reader
 from pcapgro.linklayer import network_layer
 from pcapgro.record import Packet
 
-FILES = sorted(p for root in (SHARED / "captures", REPO / "samples") for p in root.rglob("*")
-               if p.suffix in (".pcap", ".pcapng"))
+FILES = all_captures()
 MODES = [[], ["--udp", "gro", "--fraglist"]]
 TUNNELS = {4789: "vxlan", 6081: "geneve"}
 
@@ -114,7 +113,7 @@ _IN = {}
 
 
 @pytest.mark.parametrize("mode", MODES, ids=["default", "udp-gro-fraglist"])
-@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(p.parents[1])) for p in FILES])
+@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(REPO)) for p in FILES])
 def test_merge_conserves_packets_and_payload(path, mode, tmp_path):
     out = tmp_path / "o.pcapng"
     p = subprocess.run([sys.executable, "-m", "pcapgro.cli", "merge", "-q", *mode, "--stats", "-",

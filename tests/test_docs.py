@@ -218,6 +218,46 @@ def test_man_l_renders():
     assert "NAME" in out and "pcapgro" in out and "EXIT STATUS" in out
 
 
+
+def _installed_manpage():
+    """The manual page the installed pcapgro distribution (this venv's,
+    editable or not) put under <prefix>/share/man/man1, or skip when
+    pcapgro runs from a checkout that pip did not install."""
+    from importlib import metadata
+    # pip's install has a RECORD (a checkout's own pcapgro.egg-info, first
+    # on sys.path when pytest runs from the checkout, has none)
+    dists = [d for d in metadata.distributions(name="pcapgro") if d.read_text("RECORD")]
+    if not dists:
+        pytest.skip("pcapgro is not pip-installed here (run from a checkout)")
+    dist = dists[0]
+    files = [f for f in dist.files if f.as_posix().endswith("share/man/man1/pcapgro.1")]
+    assert files, "the installed pcapgro lists no share/man/man1/pcapgro.1 (setup.py data_files)"
+    return Path(dist.locate_file(files[0])).resolve()
+
+
+def test_install_puts_the_manual_where_man_finds_it():
+    """``pip install`` (editable too) installs man/pcapgro.1 into the
+    prefix's share/man/man1 (issue 19, item 2)."""
+    page = _installed_manpage()
+    assert page.is_file(), page
+    assert page.parent == (Path(sys.prefix) / "share" / "man" / "man1").resolve()
+    assert "\n.TH PCAPGRO 1 " in page.read_text(encoding="utf-8")[:2000]
+
+
+@pytest.mark.skipif(shutil.which("man") is None, reason="man (man-db) not installed")
+def test_man_finds_the_installed_page_with_the_venv_bin_on_path(tmp_path):
+    """``man pcapgro`` with only the venv's bin/ on PATH (no MANPATH):
+    man-db derives <prefix>/share/man from PATH."""
+    page = _installed_manpage()
+    env = {k: v for k, v in os.environ.items() if k not in ("MANPATH", "MANOPT")}
+    env["PATH"] = os.pathsep.join([str(Path(sys.prefix) / "bin"), "/usr/bin", "/bin"])
+    env["HOME"] = str(tmp_path)         # no ~/.manpath
+    r = subprocess.run(["man", "-w", "pcapgro"], capture_output=True, text=True,
+                       cwd=tmp_path, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert Path(r.stdout.strip()).resolve() == page
+
+
 # --- README ----------------------------------------------------------------
 
 def test_readme_has_the_setup_commands_verbatim():

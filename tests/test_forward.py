@@ -206,9 +206,10 @@ def test_aggregates_dropped_whole_are_not_counted_as_sent(fraglist):
     assert st.gro.aggregates > 0 and len(out) == d["packets_out"] < 30
     assert d["segmented"] == d["segments"] == d["fraglist"] == d["fraglist_packets"] == 0
     assert d["dropped_mtu"] == len(inp) - len(out)
-    table = "\n".join(st.table())
+    assert all(len(line) <= 80 for line in st.table())
+    table = " ".join(" ".join(st.table()).split())          # lines wrapped at 80 columns
     assert "0 aggregates sent as 0 segments, 0 fraglist aggregates sent as 0 packets" in table
-    assert (f"dropped, too big for the egress MTU: {d['dropped_mtu']} packets "
+    assert (f"dropped, too big for the egress MTU: {d['dropped_mtu']:,} packets "
             f"({d['icmp_frag_needed']} ICMP fragmentation needed counted)") in table
     # a bridge drops only the segments that do not fit: the short last
     # segment of an aggregate is sent, so that aggregate counts, with it alone

@@ -19,14 +19,14 @@ from pcapgro.gso import GSOConfig, GSOSplitter
 from pcapgro.record import Packet
 from pcapgro.restore import Restorer
 
-from capture_helpers import SHARED
+from capture_helpers import all_captures
 
 _POOL = []
 
 
 def pool():
     if not _POOL:
-        files = sorted((SHARED / "captures").rglob("*.pcap"))
+        files = all_captures((".pcap",))
         for f in files:
             try:
                 r = open_reader(f)

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from capture_helpers import SHARED, REPO
+from capture_helpers import all_captures
 from pcapgro.capture import open_reader
 from pcapgro.record import Packet
 
@@ -166,10 +166,7 @@ def _bounds(data):
 
 
 def _seed_files():
-    files = []
-    for root in (SHARED / "captures", REPO / "samples"):
-        files += sorted(p for p in root.rglob("*") if p.suffix in (".pcap", ".pcapng", ".ntar"))
-    return files
+    return all_captures((".pcap", ".pcapng", ".ntar"))
 
 
 _SEEDS = {}

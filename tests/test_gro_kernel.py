@@ -20,7 +20,6 @@ from capture_helpers import KERNEL
 
 TCP_CAPTURES = ["tcp4-bulk", "tcp6-bulk", "tcp4-4flows"]
 
-pytestmark = pytest.mark.skipif(not KERNEL.is_dir(), reason=f"no {KERNEL}")
 
 
 def packets(path):

@@ -1,26 +1,12 @@
-"""Helpers for the GSO tests (no tests here): where the shared captures
+"""Helpers for the GSO tests (no tests here): where the test captures
 are, building packets byte by byte, and independent checksum checks."""
 
 import functools
-import os
 import struct
-from pathlib import Path
 
+from capture_helpers import KERNEL, PUBLIC  # noqa: F401  (re-exported for the GSO tests)
 from pcapgro.capture import open_reader
 from pcapgro.record import Packet
-
-
-def shared_dir():
-    """../shared beside the repository; $PCAPGRO_SHARED overrides."""
-    env = os.environ.get("PCAPGRO_SHARED")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[1].parent / "shared"
-
-
-SHARED = shared_dir()
-KERNEL = SHARED / "captures" / "kernel"
-PUBLIC = SHARED / "captures" / "public"
 
 
 def read_packets(path):

@@ -159,7 +159,7 @@ def test_edited_aggregates_pass_unchanged_and_are_counted(tmp_path, edit):
                 e.data, e.orig_len = e.data[:-4], e.orig_len - 4
     st, err, got = restore_stats(tmp_path, evs, edit)
     assert n_agg and st["unfit"] == n_agg and st["restored"] == 0
-    assert f"{n_agg} restore records do not fit their packet" in err
+    assert f"{n_agg:,} restore records do not fit their packet" in " ".join(err.split())
     edited = [e for e in evs if type(e) is Packet]
     assert [(p.ts, bytes(p.data)) for p in got] == \
         [(p.ts, bytes(p.data)) for p in expected_order(full, edited)]
@@ -218,7 +218,7 @@ def test_tampered_record_is_never_applied(tmp_path, how):
     st, err, got = restore_stats(tmp_path, evs, how.replace(" ", "_"))
     assert st["unfit"] == 1, st
     assert st["restored"] == sum(1 for e in evs if type(e) is Packet and record_of(e)) - 1
-    assert "1 restore records do not fit their packet" in err
+    assert "1 restore record does not fit their packet" in err
     assert sum(1 for p in got if p.data == victim.data) == 1
     from pcapgro.restore import decode
     segs = 1 + len(decode(rec)["s"])

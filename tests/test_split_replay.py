@@ -19,8 +19,7 @@ from capture_helpers import KERNEL, REPO
 
 OK = os.geteuid() == 0 and shutil.which("ip") and shutil.which("tcpreplay")
 pytestmark = [pytest.mark.root,
-              pytest.mark.skipif(not OK, reason="needs root, ip (iproute2) and tcpreplay"),
-              pytest.mark.skipif(not KERNEL.is_dir(), reason=f"no {KERNEL}")]
+              pytest.mark.skipif(not OK, reason="needs root, ip (iproute2) and tcpreplay")]
 
 
 def sh(*a, check=True):

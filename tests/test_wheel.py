@@ -215,6 +215,22 @@ def test_version_and_completion_from_the_wheel(installed, tmp_path):
     assert set(r.stdout.split()) >= {"plain,valid", "plain,kernel"}, r.stdout
 
 
+def test_wheel_installs_the_man_page(installed, tmp_path):
+    """``pip install`` of the wheel puts man/pcapgro.1 into the venv's
+    share/man/man1, where ``man pcapgro`` finds it with the venv's bin/ on
+    PATH (man-db derives the manual path from PATH; no MANPATH)."""
+    venv, _ = installed
+    page = venv / "share" / "man" / "man1" / "pcapgro.1"
+    assert page.read_bytes() == (ROOT / "man" / "pcapgro.1").read_bytes()
+    if shutil.which("man") is None:
+        pytest.skip("man (man-db) not installed: the installed file is checked, not man -w")
+    env = {k: v for k, v in os.environ.items() if k not in ("MANPATH", "MANOPT")}
+    env.update(PATH=os.pathsep.join([str(venv / "bin"), "/usr/bin", "/bin"]), HOME=str(tmp_path))
+    r = _run(["man", "-w", "pcapgro"], cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    assert Path(r.stdout.strip()).resolve() == page.resolve()
+
+
 def test_sdist_carries_the_man_page(tmp_path):
     """The source distribution has man/pcapgro.1 (MANIFEST.in)."""
     pytest.importorskip("setuptools")

@@ -1,8 +1,7 @@
 """Capture files in and out: classic pcap and pcapng readers and writers.
 
-pcapgro does not use dpkt's pcap/pcapng Reader/Writer on the hot path (they
-lose the original length, interfaces, nanoseconds and comments, and are
-slow); :mod:`.pcap` and :mod:`.pcapng` read 4 MiB chunks and decode records
+pcapgro does not use dpkt's pcap/pcapng Reader/Writer (they lose the
+original length, interfaces, nanoseconds and comments, and are slow); :mod:`.pcap` and :mod:`.pcapng` read 4 MiB chunks and decode records
 with precompiled ``struct.Struct.unpack_from``, and write through a list of
 parts flushed per >= 1 MiB (``os.writev``, or one join).
 
@@ -51,6 +50,8 @@ def open_reader(path):
         UnusableInput: cannot open, empty, or neither pcap nor pcapng.
     """
     name = "stdin" if path == "-" else os.fspath(path)
+    if not name:                # as open_writer words it
+        raise UnusableInput("cannot open '': empty file name")
     if path == "-":
         if sys.stdin is None:       # started with standard input closed (<&-)
             raise UnusableInput("cannot read standard input: it is closed")

@@ -12,9 +12,13 @@ memory.
 
 File header (24 bytes): magic, version 2.4, thiszone, sigfigs, snaplen,
 linktype.  Magics understood (both byte orders): 0xa1b2c3d4 (microsecond),
-0xa1b23c4d (nanosecond), 0xa1b2cd34 (Kuznetzov "modified" pcap: 8 extra
-bytes per record header -- ifindex, protocol, pkt_type -- which pcapgro does
-not keep; a warning says so).  ``thiszone`` and ``sigfigs`` are ignored (as
+0xa1b23c4d (nanosecond), 0xa1b2cd34 (Kuznetzov "modified" pcap).  Old
+variants with longer record headers are told apart from the first records
+as Wireshark does (:mod:`.pcapvariant`): modified pcap of 1999-10-29 (8
+extra bytes: ifindex, protocol, pkt_type) and of 1999-09-15 (SuSE 6.3, 12
+extra bytes), and with the standard magic Red Hat 6.1's (ss990417, 8 extra
+bytes) and Nokia IPSO's (4 extra bytes).  pcapgro does not keep the extra
+fields; a warning says so.  ``thiszone`` and ``sigfigs`` are ignored (as
 libpcap does) and written as 0.
 
 The link-type field's upper bits (pcap-linktype(7), LT_FCS_DATALINK_EXT):
@@ -29,6 +33,8 @@ The frames are not changed: an FCS stays at their end.  The reserved bits
 
 from __future__ import annotations
 
+import os
+import stat
 import struct
 import sys
 
@@ -36,14 +42,30 @@ from ..errors import UnusableInput
 from ..fcs import OPT_FCSLEN, fcs_option
 from ..record import Packet, Interface, Section, Block, RawRecords
 from ._stream import ByteSource, ByteSink, FLUSH, ReaderBase, warn, _native
+from .pcapvariant import MODIFIED, RECORD_HEADER, STANDARD, choose
 
-__all__ = ["PcapReader", "PcapWriter", "PCAP_MAGICS", "SNAPLEN_DEFAULT"]
+__all__ = ["PcapReader", "PcapWriter", "PCAP_MAGICS", "SNAPLEN_DEFAULT", "VARIANT_NAMES"]
 
 SNAPLEN_DEFAULT = 262144     # tcpdump's default; header snaplen is never below
 MAX_RECORD = 1 << 28         # a caplen above this is taken as damage
 LT_FCS_PRESENT = 0x04000000  # link-type field: the FCS length (bits 28-31) is known
 
-# first four bytes -> (byte order, tsresol (6 = us, 9 = ns), modified)
+# how the warning names a variant with a longer record header (pcapvariant)
+VARIANT_NAMES = {"ss990417": "Red Hat 6.1 (ss990417 modified)",
+                 "ss991029": "modified (Kuznetzov ss991029)",
+                 "ss990915": "SuSE 6.3 (ss990915 modified)",
+                 "nokia": "Nokia"}
+
+
+def _regular(f):
+    """Is ``f`` a regular file (not a pipe, socket or terminal)?"""
+    try:
+        return stat.S_ISREG(os.fstat(f.fileno()).st_mode)
+    except (OSError, AttributeError, ValueError):
+        return False
+
+
+# first four bytes -> (byte order, tsresol (6 = us, 9 = ns), modified magic)
 PCAP_MAGICS = {
     b"\xd4\xc3\xb2\xa1": ("<", 6, False),
     b"\xa1\xb2\xc3\xd4": (">", 6, False),
@@ -191,7 +213,10 @@ class PcapReader(ReaderBase):
         major, minor, _zone, _sigfigs, snaplen, linktype = struct.unpack_from(bo + "HHiIII", buf, 4)
         self.byteorder = bo
         self.nanosecond = res == 9
-        self.modified = modified
+        # old variants with longer record headers (pcapvariant: as Wireshark)
+        self.variant = self._variant(f, modified, res, (major, minor), bo, snaplen)
+        self.record_header = RECORD_HEADER[self.variant]
+        self.modified = self.record_header != 16
         self.snaplen = snaplen
         self.linktype = linktype & 0xFFFF     # LT_LINKTYPE: FCS and reserved bits off, as libpcap
         # LT_FCS_LENGTH, in 16-bit words, when LT_FCS_LENGTH_PRESENT
@@ -202,6 +227,29 @@ class PcapReader(ReaderBase):
         self.packet_bytes = 0
         self._f = f
 
+    def _variant(self, f, modified, res, version, bo, snaplen):
+        """The record layout (pcapvariant.RECORD_HEADER key): one of the
+        modified magic's two, or for a standard microsecond 2.4 file one of
+        the three that share its magic; else plain pcap.  A regular file is
+        read ahead as needed, a pipe only as far as it has arrived."""
+        if modified:
+            candidates = MODIFIED
+        elif res == 6 and version >= (2, 4) and version[0] != 543:
+            candidates = STANDARD
+        else:
+            return "pcap"
+        src = self._src
+        if _regular(f):
+            return choose(candidates, lambda n: src.refill(0, n), 24, bo, snaplen)
+        return choose(candidates, lambda n: src.buf, 24, bo, snaplen, complete=False)
+
+    def _warn_variant(self):
+        """One warning for a longer record header: its extra fields are
+        not kept."""
+        if self.variant != "pcap":
+            warn(f"{self.name}: {VARIANT_NAMES[self.variant]} pcap: the extra per-record "
+                 f"fields ({self.record_header - 16} bytes) are not kept")
+
     def batches(self, lazy=False):
         """Yield lists of events; the first list is ``[Section, Interface]``,
         then lists of Packets (one list per input chunk of ~4 MiB).  With
@@ -211,12 +259,8 @@ class PcapReader(ReaderBase):
             yield from self._chunks()
             return
         src = self._src
-        if self.modified:
-            warn(f"{self.name}: modified (Kuznetzov) pcap: the per-record ifindex, "
-                 "protocol and pkt_type fields are not kept")
-            rec = struct.Struct(self.byteorder + "IIII8x")
-        else:
-            rec = struct.Struct(self.byteorder + "IIII")
+        self._warn_variant()
+        rec = struct.Struct(self.byteorder + "IIII" + f"{self.record_header - 16}x")
         hl = rec.size
         unpack = rec.unpack_from
         mul = 1 if self.nanosecond else 1000
@@ -300,12 +344,8 @@ class PcapReader(ReaderBase):
     def _chunks(self):
         """batches(lazy=True) after the header events."""
         src = self._src
-        if self.modified:
-            warn(f"{self.name}: modified (Kuznetzov) pcap: the per-record ifindex, "
-                 "protocol and pkt_type fields are not kept")
-            hl = 24
-        else:
-            hl = 16
+        self._warn_variant()
+        hl = self.record_header
         caplen = struct.Struct(self.byteorder + "8xI").unpack_from
         mul = 1 if self.nanosecond else 1000
         buf = src.buf

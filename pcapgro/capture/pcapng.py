@@ -220,7 +220,10 @@ class PcapngReader(ReaderBase):
         buf = src.refill(0, 12)
         if buf[:4] != PCAPNG_MAGIC:
             raise UnusableInput(f"{name}: not a pcapng file")
-        if len(buf) < 12 or buf[8:12] not in BOM:
+        if len(buf) < 12:       # shorter than the smallest block header
+            raise UnusableInput(f"{name}: truncated section header block "
+                                f"({len(buf)} of at least 28 bytes)")
+        if buf[8:12] not in BOM:
             raise UnusableInput(f"{name}: pcapng section header without a valid byte-order magic")
         self.nanosecond = False
         self.packets = 0

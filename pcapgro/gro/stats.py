@@ -2,6 +2,8 @@
 
 from collections import Counter
 
+from ..text import count, fit, num
+
 __all__ = ["GROStats", "CHECKSUM_KEYS", "KINDS"]
 
 # The fixed keys of the JSON statistics (README "Statistics"): always
@@ -98,34 +100,40 @@ class GROStats:
         }
 
     def table(self):
-        """Human-readable lines (list of str) for stderr."""
+        """Human-readable lines (list of str, each at most 80 columns) for
+        stderr; counts as the statistics table prints them (1,109)."""
         d = self.to_dict()
         spa = d["segments_per_aggregate"]
         lines = [
-            f"GRO: {d['packets']} packets in: {d['segments_merged']} merged into "
-            f"{d['aggregates']} aggregates (mean {spa['mean']}, max {spa['max']} segments), "
-            f"{d['singles']} held unmerged, {d['passed']} passed",
+            f"GRO: {count(d['packets'], 'packet')} in: {num(d['segments_merged'])} merged into "
+            f"{count(d['aggregates'], 'aggregate')} (mean {spa['mean']}, max "
+            f"{count(spa['max'], 'segment')}), {num(d['singles'])} held unmerged, "
+            f"{num(d['passed'])} passed",
         ]
         kinds = {k: v for k, v in d["by_kind"].items() if v["aggregates"]}
         if len(kinds) > 1 or any(k != "tcp" for k in kinds):
             lines.append("  by kind:           " + ", ".join(
-                f"{k} {v['aggregates']} ({v['segments']} segments)"
+                f"{k} {num(v['aggregates'])} ({count(v['segments'], 'segment')})"
                 for k, v in kinds.items()))
         if d["flush_reasons"]:
-            lines.append("  completed because: " + ", ".join(
-                f"{k} {v}" for k, v in sorted(d["flush_reasons"].items(), key=lambda kv: -kv[1])))
+            lines.append("  completed because: " + _reasons(d["flush_reasons"]))
         if d["pass_reasons"]:
-            lines.append("  passed because:    " + ", ".join(
-                f"{k} {v}" for k, v in sorted(d["pass_reasons"].items(), key=lambda kv: -kv[1])))
+            lines.append("  passed because:    " + _reasons(d["pass_reasons"]))
         if any(d["checksums"].values()):
             lines.append("  checksums:         " + ", ".join(
-                f"{k} {v}" for k, v in d["checksums"].items() if v))
+                f"{k} {num(v)}" for k, v in d["checksums"].items() if v))
         if self.cut_aggregates:
-            lines.append(f"  snaplen:           {self.cut_aggregates} aggregates hold segments "
+            lines.append(f"  snaplen:           {count(self.cut_aggregates, 'aggregate')} "
+                         f"{'holds' if self.cut_aggregates == 1 else 'hold'} segments "
                          f"cut by the snaplen: they carry the payload contiguous from their "
-                         f"start; {self.cut_bytes_left_out} captured bytes of later segments "
-                         f"are not in OUT")
+                         f"start; {count(self.cut_bytes_left_out, 'captured byte')} of later "
+                         f"segments {'is' if self.cut_bytes_left_out == 1 else 'are'} not in OUT")
         if spa["histogram"]:
             lines.append("  segments/aggregate: " + " ".join(
-                f"{k}:{v}" for k, v in spa["histogram"].items()))
-        return lines
+                f"{k}:{num(v)}" for k, v in spa["histogram"].items()))
+        return fit(lines)
+
+
+def _reasons(counts):
+    """``{reason: n}`` as "psh 28, options_changed 1", most frequent first."""
+    return ", ".join(f"{k} {num(v)}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))

@@ -3,6 +3,7 @@ flow's segment size came from."""
 
 from collections import Counter
 
+from ..text import count, fit, num
 from .reasons import SizeSource
 
 __all__ = ["GSOStats", "FlowStats"]
@@ -105,24 +106,25 @@ class GSOStats:
     def table(self):
         """Human-readable lines (list of str) for stderr."""
         d = self.to_dict()
-        lines = [f"GSO: {d['packets']} packets in: {d['split']} split into "
-                 f"{d['segments']} segments, {d['passed']} passed"]
+        lines = [f"GSO: {count(d['packets'], 'packet')} in: {num(d['split'])} split into "
+                 f"{count(d['segments'], 'segment')}, {num(d['passed'])} passed"]
         if d["pass_reasons"]:
             lines.append("  passed because:  " + ", ".join(
-                f"{k} {v}" for k, v in sorted(d["pass_reasons"].items(), key=lambda kv: -kv[1])))
+                f"{k} {num(v)}" for k, v in sorted(d["pass_reasons"].items(), key=lambda kv: -kv[1])))
         if d["size_sources"]:
             lines.append("  segment size from: " + ", ".join(
-                f"{k} {v} flow{'s' if v != 1 else ''}" for k, v in d["size_sources"].items()))
+                f"{k} {count(v, 'flow')}" for k, v in d["size_sources"].items()))
         if d["checksums"]["completed"]:
-            lines.append(f"  {d['checksums']['completed']} passed packets: partial (seed) "
+            lines.append(f"  {count(d['checksums']['completed'], 'passed packet')}: partial (seed) "
                          "checksum completed")
         if d["cut_segments"]:
-            lines.append(f"  {d['cut_segments']} segments cut by snaplen "
+            lines.append(f"  {count(d['cut_segments'], 'segment')} cut by snaplen "
                          "(captured bytes only, checksum seed left)")
         for f in d["flows"][:20]:
-            lines.append(f"  {f['proto']} {f['flow']}: {f['split']} split, "
-                         f"{f['segments']} segments of {f['segment_size']} bytes ({f['source']})")
+            lines.append(f"  {f['proto']} {f['flow']}: {num(f['split'])} split, "
+                         f"{count(f['segments'], 'segment')} of {count(f['segment_size'], 'byte')} "
+                         f"({f['source']})")
         if len(d["flows"]) > 20:
-            lines.append(f"  ... and {len(d['flows']) - 20} more flows")
-        return lines
+            lines.append(f"  ... and {count(len(d['flows']) - 20, 'more flow')}")
+        return fit(lines)
 

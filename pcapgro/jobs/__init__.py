@@ -124,8 +124,7 @@ def _merge_build(values, note):
         if values["no_gro"]:
             return None, dict, list
         if fmt == "pcap" and note is not None and not values["gso"]:
-            note("note: pcap output cannot hold the aggregate comments and restore "
-                 "records (use -F pcapng to keep them)")
+            note("note: pcap holds no comments or restore records (-F pcapng keeps them)")
         cfg = gro_config(values, annotate=fmt == "pcapng")
         if values["gso"]:
             from ..forward import Forwarder
@@ -151,17 +150,20 @@ def _split_build(values):
 
 def restore_table(st):
     """The summary lines of ``split --restore`` (``st``: Restorer.stats)."""
-    lines = [f"restore: {st['restored']} aggregates given back as "
-             f"{st['segments']} packets, {st['passed']} passed"]
+    from ..text import count, fit, num
+    lines = [f"restore: {num(st['restored'])} aggregates given back as "
+             f"{count(st['segments'], 'packet')}, {num(st['passed'])} passed"]
     if st["unrecorded"]:
-        lines.append(f"  {st['unrecorded']} aggregates carry no restore record (cut by a "
-                     "snaplen: merge keeps only their contiguous captured bytes) and "
+        lines.append(f"  {count(st['unrecorded'], 'aggregate')} "
+                     f"{'carries' if st['unrecorded'] == 1 else 'carry'} no restore record (cut "
+                     "by a snaplen: merge keeps only their contiguous captured bytes) and "
                      "stay as they are")
     if st.get("unfit"):
-        lines.append(f"  {st['unfit']} restore records do not fit their packet (the "
+        lines.append(f"  {count(st['unfit'], 'restore record')} "
+                     f"{'does' if st['unfit'] == 1 else 'do'} not fit their packet (the "
                      "capture was edited after merge: cut, chopped or changed) and "
                      "those packets stay as they are")
-    return lines
+    return fit(lines)
 
 
 def _verify_after(src, dst, csum="valid"):

@@ -107,6 +107,8 @@ def _check_capture(label, path):
     non-capture gives the same message as there, named ``label``."""
     from ..capture import open_reader_file
     name = f"{label} {os.fspath(path)}"
+    if not os.fspath(path):     # as merge and split word it
+        raise UnusableInput(f"cannot open {label} '': empty file name")
     if not_a_file(path):
         raise UnusableInput(f"verify needs {name} to be a regular file: tshark reads it "
                             f"after pcapgro has checked it (it is {not_a_file(path)})")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from ..errors import EXIT_OK, EXIT_DIFFER
+from ..text import count, fit
 from .fields import _RANK, MAX_PROBLEMS
 
 class Verdict:
@@ -55,22 +56,23 @@ class Verdict:
             st = f", {p['stream']}" if p["stream"] else ""
             lines.append(f"  {where}{st}: {p['message']}")
         if self.problems_total > limit:
-            lines.append(f"  ... {self.problems_total - limit} more "
-                         f"({', '.join(f'{k} {n}' for k, n in sorted(self.by_kind.items()))})")
-        return lines
+            lines.append(f"  ... {self.problems_total - limit:,} more "
+                         f"({', '.join(f'{k} {n:,}' for k, n in sorted(self.by_kind.items()))})")
+        return fit(lines)
 
     def summary_lines(self, limit=10):
         s = self.stats
         t, u, o = s["tcp"], s["udp"], s["other"]
         lines = [
-            f"verify  IN  {self.in_path}: {s['frames_in']:,} frames",
-            f"        OUT {self.out_path}: {s['frames_out']:,} frames",
-            f"  TCP    {t['streams']:,} streams ({t['connections']:,} connections): "
-            f"{t['bytes']:,} payload bytes compared, {t['events']:,} SYN/FIN/RST, "
-            f"{t['pure_acks']:,} pure ACKs; {t['packets_in']:,} -> {t['packets_out']:,} packets",
-            f"  UDP    {u['flows']:,} flows: {u['bytes']:,} payload bytes compared; "
-            f"{u['datagrams_in']:,} -> {u['datagrams_out']:,} datagrams",
-            f"  other  {o['packets']:,} packets compared "
+            f"verify  IN  {self.in_path}: {count(s['frames_in'], 'frame')}",
+            f"        OUT {self.out_path}: {count(s['frames_out'], 'frame')}",
+            f"  TCP    {count(t['streams'], 'stream')} ({count(t['connections'], 'connection')}): "
+            f"{count(t['bytes'], 'payload byte')} compared, {t['events']:,} SYN/FIN/RST, "
+            f"{count(t['pure_acks'], 'pure ACK')}; {t['packets_in']:,} -> "
+            f"{count(t['packets_out'], 'packet')}",
+            f"  UDP    {count(u['flows'], 'flow')}: {count(u['bytes'], 'payload byte')} compared; "
+            f"{u['datagrams_in']:,} -> {count(u['datagrams_out'], 'datagram')}",
+            f"  other  {count(o['packets'], 'packet')} compared "
             + ("byte for byte (frame MD5)" if o["md5"] else "by length (no frame MD5 in this tshark)"),
             "  checks payload, order, SYN/FIN/RST, ACKs, datagram boundaries, "
             f"checksums (csum {self.csum}), malformed, expert errors, lengths, timestamps",
@@ -82,5 +84,5 @@ class Verdict:
             lines += self.problem_lines(limit)
         else:
             lines.append(f"faithful: OUT carries exactly what IN carried ({self.seconds:.1f} s)")
-        return lines
+        return lines[:2] + fit(lines[2:])       # IN and OUT lines: the paths as given
 
