@@ -40,7 +40,7 @@ def test_merge_returns_what_the_cli_writes(tmp_path):
     assert dict(st) == ref
     assert st["packets_in"] == 1109 and st["packets_out"] == 58
     assert (tmp_path / "a.pcapng").read_bytes() == (tmp_path / "b.pcapng").read_bytes()
-    assert st.lines and st.lines[0].startswith("GRO: 1109 packets in")
+    assert st.lines and st.lines[0].startswith("GRO: 1,109 packets in")
 
 
 def test_merge_streams_in_and_out(tmp_path):
