@@ -520,12 +520,14 @@ def merge(in_path, out_path, quiet, out_format, stats_path, do_verify, **opts):
 def _split_build(opts, quiet):
     def build(fmt):
         if opts["restore"]:
+            from .gso.records import require_records
             from .restore import Restorer
             r = Restorer()
-            return (r.process, lambda: {"restore": dict(r.stats)}, lambda: _restore_table(r.stats))
+            return (lambda evs: r.process(require_records(evs)), lambda: {"restore": dict(r.stats)},
+                    lambda: _restore_table(r.stats))
         from .gso import GSOConfig, GSOSplitter
         cfg = GSOConfig(mss=opts["mss"], mtu=opts["mtu"], gso_size=opts["gso_size"],
-                        fixed_id=opts["fixed_id"], annotate=fmt == "pcapng")
+                        fixed_id=opts["fixed_id"])
         sp = GSOSplitter(cfg)
         return sp.process, lambda: {"gso": sp.stats.to_dict()}, sp.stats.table
     return build
@@ -544,8 +546,9 @@ Examples:
               help="TCP segment payload size for every flow (default: per flow from the "
                    "capture: SYN MSS, gso_size recorded by pcapgro merge, largest "
                    "segment, else what fits --mtu).")
-@click.option("--mtu", type=click.IntRange(68, 65535), default=1500, show_default=True, metavar="N",
-              help="Largest L3 length of a segment when no MSS is known.")
+@click.option("--mtu", type=click.IntRange(68, 65535), metavar="N",
+              help="Largest L3 length of a segment [default: 1500, used when no MSS is "
+                   "known]; given, it caps every segment size but --mss.")
 @click.option("--gso-size", type=click.IntRange(8, 65535), metavar="N",
               help="UDP datagram payload size (UDP super-packets need it, except "
                    "pcapgro merge's own aggregates, which record it).")
