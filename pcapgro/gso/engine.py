@@ -49,7 +49,7 @@ from ..linklayer import ETH_P_IP, network_layer
 from ..checksum import checksum, fold, ones_sum, pseudo_sum_v4, pseudo_sum_v6
 from ..record import EPB_FLAG_TSO, Packet, PacketMeta, Section
 from ..restore import own_comment, recorded_gso_size
-from . import ipv4, ipv6, tcp, udp
+from . import cseg, ipv4, ipv6, tcp, udp
 from .config import TCP_MIN_GSO_SIZE, GSOConfig
 from .reasons import Pass, SizeSource
 from .stats import FlowStats, GSOStats
@@ -61,6 +61,8 @@ TUNNEL_PROTOS = (4, 41, 47)         # IPIP, IPv6-in-IP (SIT), GRE
 EPB_FLAG_CSUM_NOT_READY = 1 << 9
 _MAX_PENDING = 64
 _SYN_RST = tcp.SYN | tcp.RST
+_RAW = ()       # split()'s answer when the segments went into the record buffer
+_NATIVE_BO = "<" if __import__("sys").byteorder == "little" else ">"
 _ports = struct.Struct("!HH").unpack_from
 _v4_len_frag = struct.Struct("!H2xH").unpack_from      # total length, frag word
 _addr_words = struct.Struct("!HHHH").unpack_from       # IPv4 src + dst as 16-bit words
@@ -114,6 +116,11 @@ class GSOSplitter:
         self.section = 0
         self.fcs = InterfaceFCS()   # FCS length per interface (Interface events)
         self._fcs = 0            # that of the packet being split
+        # set by the pipeline when the writer takes the input's pcap records
+        # as they are (RawRecords): then transform_batches lays out output
+        # records itself, segments through the compiled segmenter
+        self.raw_out = False
+        self._rec = None         # the cseg.RecordOut being filled, in that mode
 
     # ------------------------------------------------------------------ API
 
@@ -161,11 +168,39 @@ class GSOSplitter:
         if held is not None:
             yield from split(held, None)
         yield from self._drain(pending)
+        self._finish()
+
+    def _finish(self):
+        """The one warning line at the end of the input, if any."""
         bad = self.stats.passed[Pass.RECORD_LENGTHS]
         if bad:
             warn(f"split: {bad} record{'s' if bad != 1 else ''} whose lengths contradict "
                  "each other (captured > original length, or an IP length of 0 with an "
                  f"original length beyond {ipv4.GSO_MAX_SIZE} bytes) passed unchanged")
+
+    def transform_batches(self, batches):
+        """List in, list out form of :meth:`process` for the pipeline (see
+        :mod:`pcapgro.gso.batches`): ``batches`` are lists of events or
+        RecordChunks; yields lists of events (with ``raw_out``:
+        RawRecords in the input's pcap format).  Same output bytes as
+        :meth:`process`; raises as it does."""
+        from .batches import transform_batches
+        return transform_batches(self, batches)
+
+    def _passed_run(self, lb):
+        """For the record path: ``f(i) -> (end, maxcap)`` giving the run of
+        records of RecordChunk ``lb`` from ``i`` that :meth:`split` passes
+        unchanged without touching flow state (pure ACKs and the like), or
+        None when it cannot be used (no extension, another link type, an
+        FCS, the flat path off)."""
+        if not self.fast_path or lb.linktype != 1 or self.fcs.get(0)[0]:
+            return None
+        return cseg.passed_run(lb, self.cfg.mtu, self.cfg.complete_csum)
+
+    def _count_passed(self, n):
+        """Statistics of ``n`` packets passed by such a run."""
+        self.stats.packets += n
+        self.stats.passed[Pass.SMALL] += n
 
     def split(self, pkt, next_ts=None):
         """Segment one packet.
@@ -423,6 +458,8 @@ class GSOSplitter:
             return self._pass(pkt, Pass.FLAGS)
         if self._fcs and (self._fcs != ETH_FCS or pkt.linktype != 1):
             return self._pass(pkt, Pass.FCS)
+        if self._rec is not None and not self._fcs:
+            return self._emit_raw(pkt, l3, thl, 6, mss, key, sport, dport, "tcp", src, next_ts)
         res = tcp.segment(data, l3, thl, mss, self.cfg.fixed_id)
         if res is None:
             return self._pass(pkt, Pass.SEGMENT_TOO_BIG)
@@ -465,7 +502,7 @@ class GSOSplitter:
             cap = cfg.mtu - hl - thl
             if cap < mss:
                 mss, src = cap, SizeSource.MTU
-            if mss < TCP_MIN_GSO_SIZE and l3.l4len - thl > mss:
+            if src is SizeSource.MTU and mss < TCP_MIN_GSO_SIZE and l3.l4len - thl > mss:
                 # segments of the smallest gso_size would exceed the MTU
                 sport, dport = _ports(pkt.data, l3.l4off)
                 raise UnusableInput(
@@ -506,16 +543,47 @@ class GSOSplitter:
             return self._small(pkt, l3, 17)
         if self._fcs and (self._fcs != ETH_FCS or pkt.linktype != 1):
             return self._pass(pkt, Pass.FCS)
+        key = (self.section, pkt.iface, 17, l3.src, l3.pdst, sport, dport)
+        if self._rec is not None and not self._fcs:
+            return self._emit_raw(pkt, l3, 8, 17, g, key, sport, dport, "udp", src, next_ts)
         res = udp.segment(data, l3, g)
         if res is None:
             return self._pass(pkt, Pass.SEGMENT_TOO_BIG)
-        key = (self.section, pkt.iface, 17, l3.src, l3.pdst, sport, dport)
         return self._emit(pkt, res, key, l3, sport, dport, "udp", src, g, next_ts)
 
     def _emit(self, pkt, res, key, l3, sport, dport, proto, src, size, next_ts):
         """Statistics, timestamps and Packet objects for one split."""
         frames, ncut = res
         n = len(frames)
+        self._count(n, ncut, key, l3, sport, dport, proto, src, size)
+        return self._packets(pkt, frames, self._step(frames[0][1], n, pkt.ts, next_ts))
+
+    def _emit_raw(self, pkt, l3, l4hdr_len, proto, size, key, sport, dport, pname, src,
+                  next_ts):
+        """One split laid out by the compiled segmenter into the record
+        buffer (``self._rec``); same statistics and timestamps as
+        :meth:`_emit`.  Returns ``_RAW``, or ``[pkt]`` (passed,
+        SEGMENT_TOO_BIG) when a segment does not fit its IP length field."""
+        P = l3.l4len - l4hdr_len
+        n = -(-P // size) if P else 1
+        first = l3.l3off + len(l3.hdr) + l4hdr_len + min(size, P)
+        rec = self._rec
+        step = self._step(first, n, pkt.ts, next_ts)
+        try:
+            n, ncut, maxcap = cseg.segment_into(rec.buf, pkt.data, l3, l4hdr_len, proto, size,
+                                                self.cfg.fixed_id, pkt.ts, step, rec.mul,
+                                                rec.swap)
+        except ValueError:
+            return self._pass(pkt, Pass.SEGMENT_TOO_BIG)
+        rec.n += n
+        rec.ts = pkt.ts + (n - 1) * step
+        if maxcap > rec.maxcap:
+            rec.maxcap = maxcap
+        self._count(n, ncut, key, l3, sport, dport, pname, src, size)
+        return _RAW
+
+    def _count(self, n, ncut, key, l3, sport, dport, proto, src, size):
+        """Statistics of one split into ``n`` segments (``ncut`` cut)."""
         st = self.stats
         st.split += 1
         st.segments += n
@@ -532,18 +600,20 @@ class GSOSplitter:
         fs.source = src
         fs.size = size
 
-        ts = pkt.ts
+    def _step(self, first_len, n, ts, next_ts):
+        """ns between two segments' timestamps: the wire time of the first
+        segment's ``first_len`` bytes at ``link_rate``, capped so that the
+        last of ``n`` does not overtake ``next_ts``."""
         rate = self.cfg.link_rate
         step = 0
         if rate:
-            step = -(-frames[0][1] * 8_000_000_000 // rate)
+            step = -(-first_len * 8_000_000_000 // rate)
             if next_ts is not None:
                 gap = next_ts - ts
                 cap = gap // n if gap > 0 else 0
                 if cap < step:
                     step = cap
-
-        return self._packets(pkt, frames, step)
+        return step
 
     def _packets(self, pkt, frames, step):
         """Packet objects for ``frames`` (``(bytes, orig_len, csum_ok)``)
