@@ -25,14 +25,27 @@
 static uint64_t
 be_sum(const unsigned char *p, Py_ssize_t n)
 {
-    uint64_t s = 0;
-    while (n >= 8) {
-        uint32_t a, b;
+    uint64_t s = 0, t = 0, c = 0;
+    /* 64-bit words, end-around carries counted apart (two chains) */
+    while (n >= 16) {
+        uint64_t a, b;
+        memcpy(&a, p, 8);
+        memcpy(&b, p + 8, 8);
+        s += a;
+        c += s < a;
+        t += b;
+        c += t < b;
+        p += 16;
+        n -= 16;
+    }
+    /* fold the chains into 32-bit-safe form */
+    s = (s & 0xFFFFFFFF) + (s >> 32) + (t & 0xFFFFFFFF) + (t >> 32) + c;
+    while (n >= 4) {
+        uint32_t a;
         memcpy(&a, p, 4);
-        memcpy(&b, p + 4, 4);
-        s += (uint64_t)a + b;
-        p += 8;
-        n -= 8;
+        s += a;
+        p += 4;
+        n -= 4;
     }
     while (n >= 2) {
         uint16_t w;

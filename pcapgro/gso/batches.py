@@ -133,6 +133,8 @@ class _RawState:
         self._open(lb.byteorder, lb.mul)
         emit = self._emit
         run = self.sp._passed_run(lb)
+        flat = run is not None          # untagged Ethernet, no FCS, the flat path on
+        sup = self.sp._super_tcp4_raw
         n = len(lb)
         i = 0
         while i < n:
@@ -150,6 +152,9 @@ class _RawState:
             t = tss[i]
             if self.held is not None:
                 emit(t)
+            if flat and i + 1 < n and sup(mv, s, caps[i], origs[i], t, tss[i + 1]):
+                i += 1
+                continue
             self.held = Packet(t, mv[s:s + caps[i]].tobytes(), origs[i], 0, lt, None)
             self.held_rec = (mv, s)
             i += 1

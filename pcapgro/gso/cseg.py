@@ -28,7 +28,8 @@ try:
 except ImportError:         # built without a C compiler
     _gso = None
 
-__all__ = ["available", "segment_into", "RecordOut", "chunk_packets"]
+__all__ = ["available", "segment_into", "segment_tcp4", "RecordOut", "passed_run",
+           "chunk_packets"]
 
 
 def available():
@@ -63,6 +64,18 @@ def segment_into(out, data, l3, l4hdr_len, proto, mss, fixed_id, ts, step, mul, 
         ps = pseudo_sum_v6(l3.src, l3.pdst, proto, 0)
     return _gso.segment(out, data, l3.l3off, l3.hdr, l3.family, l3.ipid, fixed_id, l3.l4off,
                         l4hdr_len, proto, l3.l4len - l4hdr_len, mss, ps, ts, step, mul, swap)
+
+
+def segment_tcp4(out, frame, mss, fixed_id, psum, ts, step, mul, swap):
+    """:func:`segment_into` for an untagged Ethernet / IPv4 (no options) /
+    TCP frame captured in full (``frame``: bytes-like, its TCP header
+    length read from it); ``psum``: pseudo-header sum without the
+    length."""
+    thl = (frame[46] >> 4) << 2
+    ident = (frame[18] << 8) | frame[19]
+    tot = (frame[16] << 8) | frame[17]
+    return _gso.segment(out, frame, 14, frame[14:34], 4, ident, fixed_id, 34, thl, 6,
+                        tot - 20 - thl, mss, psum, ts, step, mul, swap)
 
 
 class RecordOut:

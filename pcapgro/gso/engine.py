@@ -197,6 +197,73 @@ class GSOSplitter:
             return None
         return cseg.passed_run(lb, self.cfg.mtu, self.cfg.complete_csum)
 
+    def _super_tcp4_raw(self, mv, s, cap, orig, ts, next_ts):
+        """Record path, flat: the record at ``mv[s:s+cap]`` (untagged
+        Ethernet / IPv4 without options / TCP, captured in full, interface
+        0 without FCS) when it is a super-frame split with a known size:
+        its segments go into the record buffer, the same bytes, statistics
+        and flow state as :meth:`split`; True.  Anything else (a size from
+        the MTU rule that does not fit, a packet that needs no split, ...):
+        False, having changed nothing."""
+        if (cap != orig or cap < 54 or mv[s + 12] != 8 or mv[s + 13] or mv[s + 14] != 0x45
+                or mv[s + 23] != 6):
+            return False
+        tot, frag = _v4_len_frag(mv, s + 16)
+        thl = (mv[s + 46] >> 4) << 2
+        if frag & 0x3FFF or tot + 14 != cap or thl < 20 or mv[s + 47] & _SYN_RST:
+            return False
+        P = tot - 20 - thl
+        cfg = self.cfg
+        if P <= 0 or (tot <= cfg.mtu and not cfg.mss):
+            return False                # the general path decides (SYN MSS, largest)
+        src_ip = bytes(mv[s + 26:s + 30])
+        dst_ip = bytes(mv[s + 30:s + 34])
+        sport, dport = _ports(mv, s + 34)
+        sec = self.section
+        flows = self.flows
+        fl = flows.get((sec, 0, src_ip, dst_ip, sport, dport))
+        opt = thl - 20
+        if cfg.mss:
+            mss, how = cfg.mss, SizeSource.OPTION
+        else:
+            peer = flows.get((sec, 0, dst_ip, src_ip, dport, sport))
+            if peer is not None and peer.syn_mss - opt >= TCP_MIN_GSO_SIZE:
+                mss, how = peer.syn_mss - opt, SizeSource.SYN
+            elif fl is not None and fl.syn_mss - opt >= TCP_MIN_GSO_SIZE:
+                mss, how = fl.syn_mss - opt, SizeSource.OWN_SYN
+            elif fl is not None and fl.largest:
+                mss, how = fl.largest, SizeSource.LARGEST
+            else:
+                mss, how = 1 << 30, SizeSource.MTU
+            if how is SizeSource.MTU or cfg.mtu_explicit:
+                if cfg.mtu - 20 - thl < mss:
+                    mss, how = cfg.mtu - 20 - thl, SizeSource.MTU
+                if how is SizeSource.MTU and mss < TCP_MIN_GSO_SIZE:
+                    return False        # the general path refuses it
+        if P <= mss:
+            return False
+        key = (sec, 0, src_ip, dst_ip, sport, dport)
+        if fl is None:
+            flows[key] = _Flow()
+        n = -(-P // mss)
+        step = self._step(34 + thl + min(mss, P), n, ts, next_ts)
+        rec = self._rec
+        ps = sum(_addr_words(mv, s + 26)) + 6
+        n, ncut, maxcap = cseg.segment_tcp4(rec.buf, mv[s:s + cap], mss, cfg.fixed_id, ps, ts,
+                                            step, rec.mul, rec.swap)
+        rec.n += n
+        rec.ts = ts + (n - 1) * step
+        if maxcap > rec.maxcap:
+            rec.maxcap = maxcap
+        st = self.stats
+        st.packets += 1
+        fs = st.flows.get(("tcp",) + key)
+        l3 = None
+        if fs is None:
+            l3 = ipv4.parse(bytes(mv[s:s + cap]), 14, orig)
+        self._count(n, ncut, key, l3, sport, dport, "tcp", how, mss)
+        return True
+
     def _count_passed(self, n):
         """Statistics of ``n`` packets passed by such a run."""
         self.stats.packets += n
