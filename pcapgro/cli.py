@@ -517,14 +517,16 @@ def merge(in_path, out_path, quiet, out_format, stats_path, do_verify, **opts):
                          after=after, live=live))
 
 
-def _split_build(opts, quiet):
+def _split_build(opts, quiet, in_path=None):
     def build(fmt):
         if opts["restore"]:
-            from .gso.records import require_records
+            from .gso.records import classic_pcap, require_records
             from .restore import Restorer
             r = Restorer()
-            return (lambda evs: r.process(require_records(evs)), lambda: {"restore": dict(r.stats)},
-                    lambda: _restore_table(r.stats))
+            # a classic pcap cannot hold restore records: aggregates in it are refused
+            proc = (lambda evs: r.process(require_records(evs))) if classic_pcap(in_path) \
+                else r.process
+            return (proc, lambda: {"restore": dict(r.stats)}, lambda: _restore_table(r.stats))
         from .gso import GSOConfig, GSOSplitter
         cfg = GSOConfig(mss=opts["mss"], mtu=opts["mtu"], gso_size=opts["gso_size"],
                         fixed_id=opts["fixed_id"])
@@ -576,7 +578,7 @@ def split(in_path, out_path, quiet, out_format, stats_path, do_verify, **opts):
         raise click.UsageError("--restore takes no segmentation options")
     after = _verify_after(in_path, out_path, quiet) if do_verify else None
     sys.exit(run_command(in_path, out_path, quiet, out_format, stats_path,
-                         build=_split_build(opts, quiet), after=after, live=live))
+                         build=_split_build(opts, quiet, in_path), after=after, live=live))
 
 
 _VERIFY_EPILOG = """\b

@@ -294,6 +294,13 @@ def test_restore_without_records_refused(tmp_path):
     src.write_bytes(pcap([(1, 0, small, len(small)), (1, 5, small, len(small))]))
     run_cli("split", "-q", "--restore", src, out, check=0)
     assert [p.data for p in read_packets(out)] == [small, small]
+    # a pcapng can hold records: one without (merge passed its super-frames
+    # unmerged, or it never was merged) is given back as it is
+    from builders import epb, idb, shb
+    ng = tmp_path / "agg.pcapng"
+    ng.write_bytes(shb() + idb() + epb("<", 0, 1, small) + epb("<", 0, 2, sup))
+    run_cli("split", "-q", "--restore", ng, out, check=0)
+    assert [p.data for p in read_packets(out)] == [small, sup]
 
 
 # -------------------------------------------------- 6. no flags option for 0

@@ -1,13 +1,15 @@
-"""``split --restore`` on a capture that holds no restore records.
+"""``split --restore`` on a classic pcap, which cannot hold restore records.
 
-pcapgro merge writes its restore records as pcapng comments; classic pcap
-cannot hold them, and a capture never merged by pcapgro has none.  Such an
-input used to come back unchanged with exit 0, which reads as "restored".
-:func:`require_records` refuses it (exit 2) as soon as a packet looks like
-an aggregate before any of pcapgro's comments has been seen; an input
-without aggregates passes unchanged.
+pcapgro merge writes its restore records as pcapng comments; a classic
+pcap (merge's output written as pcap, say) has none, and used to come back
+unchanged with exit 0, which reads as "restored".  :func:`require_records`
+refuses it (exit 2) as soon as a packet looks like an aggregate before any
+of pcapgro's comments has been seen; a pcap without aggregates passes
+unchanged.  A pcapng passes as before (merge's pcapng output holds records
+for every aggregate it made; what it passed unmerged needs none).
 """
 
+import os
 import struct
 
 from ..errors import UnusableInput
@@ -15,11 +17,28 @@ from ..linklayer import ETH_P_IP, network_layer
 from ..record import Packet
 from ..restore import carries_own
 
-__all__ = ["require_records", "AGGREGATE_L3", "NO_RECORDS"]
+__all__ = ["require_records", "is_aggregate", "classic_pcap", "AGGREGATE_L3", "NO_RECORDS"]
 
 AGGREGATE_L3 = 1500     # bytes: an L3 length above this (or 0) is an aggregate
 NO_RECORDS = "no restore records: merge to pcapng to keep them"
 _u16 = struct.Struct("!H").unpack_from
+_PCAP_MAGICS = (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1",
+                b"\xa1\xb2\x3c\x4d", b"\x34\xcd\xb2\xa1", b"\xa1\xb2\xcd\x34")
+
+
+def classic_pcap(path):
+    """True when ``path`` (str / Path; '-' and None: False) is a regular
+    file starting with a classic pcap magic (microsecond, nanosecond,
+    modified; either byte order).  Never raises."""
+    if path is None or str(path) == "-":
+        return False
+    try:
+        if not os.path.isfile(path):
+            return False
+        with open(path, "rb") as f:
+            return f.read(4) in _PCAP_MAGICS
+    except OSError:
+        return False
 
 
 def is_aggregate(pkt):
