@@ -78,6 +78,11 @@ def segment_tcp4(out, frame, mss, fixed_id, psum, ts, step, mul, swap):
                         tot - 20 - thl, mss, psum, ts, step, mul, swap)
 
 
+# _gso.segment itself (see pcapgro/_gso.c), for callers that have the header
+# fields at hand; None without the extension
+segment = _gso.segment if _gso is not None else None
+
+
 class RecordOut:
     """The output records of one chunk, laid out in the input's format.
 

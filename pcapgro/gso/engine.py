@@ -66,6 +66,9 @@ _NATIVE_BO = "<" if __import__("sys").byteorder == "little" else ">"
 _ports = struct.Struct("!HH").unpack_from
 _v4_len_frag = struct.Struct("!H2xH").unpack_from      # total length, frag word
 _addr_words = struct.Struct("!HHHH").unpack_from       # IPv4 src + dst as 16-bit words
+# EtherType, IPv4 ver/ihl, total length, ID, frag word, protocol, addresses
+# as 16-bit words, ports, TCP data offset byte, flags (from frame offset 12)
+_eth_ip4_tcp = struct.Struct("!HBxHHHxBxxHHHHHH8xBB").unpack_from
 
 
 class _Flow:
@@ -205,12 +208,13 @@ class GSOSplitter:
         and flow state as :meth:`split`; True.  Anything else (a size from
         the MTU rule that does not fit, a packet that needs no split, ...):
         False, having changed nothing."""
-        if (cap != orig or cap < 54 or mv[s + 12] != 8 or mv[s + 13] or mv[s + 14] != 0x45
-                or mv[s + 23] != 6):
+        if cap != orig or cap < 54:
             return False
-        tot, frag = _v4_len_frag(mv, s + 16)
-        thl = (mv[s + 46] >> 4) << 2
-        if frag & 0x3FFF or tot + 14 != cap or thl < 20 or mv[s + 47] & _SYN_RST:
+        et, vihl, tot, ident, frag, proto, a0, a1, b0, b1, sport, dport, off, fl = \
+            _eth_ip4_tcp(mv, s + 12)
+        thl = (off >> 4) << 2
+        if (et != 0x0800 or vihl != 0x45 or proto != 6 or frag & 0x3FFF or tot + 14 != cap
+                or thl < 20 or fl & _SYN_RST):
             return False
         P = tot - 20 - thl
         cfg = self.cfg
@@ -218,7 +222,6 @@ class GSOSplitter:
             return False                # the general path decides (SYN MSS, largest)
         src_ip = bytes(mv[s + 26:s + 30])
         dst_ip = bytes(mv[s + 30:s + 34])
-        sport, dport = _ports(mv, s + 34)
         sec = self.section
         flows = self.flows
         fl = flows.get((sec, 0, src_ip, dst_ip, sport, dport))
@@ -248,9 +251,9 @@ class GSOSplitter:
         n = -(-P // mss)
         step = self._step(34 + thl + min(mss, P), n, ts, next_ts)
         rec = self._rec
-        ps = sum(_addr_words(mv, s + 26)) + 6
-        n, ncut, maxcap = cseg.segment_tcp4(rec.buf, mv[s:s + cap], mss, cfg.fixed_id, ps, ts,
-                                            step, rec.mul, rec.swap)
+        n, ncut, maxcap = cseg.segment(rec.buf, mv[s:s + cap], 14, mv[s + 14:s + 34], 4, ident,
+                                       cfg.fixed_id, 34, thl, 6, P, mss, a0 + a1 + b0 + b1 + 6,
+                                       ts, step, rec.mul, rec.swap)
         rec.n += n
         rec.ts = ts + (n - 1) * step
         if maxcap > rec.maxcap:
