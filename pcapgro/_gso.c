@@ -125,117 +125,130 @@ PyDoc_STRVAR(segment_doc,
 "Raises ValueError when a length does not fit its field or the headers\n"
 "are not captured.");
 
+/* one super-frame being cut (what segment() parsed) */
+struct cut {
+    const unsigned char *d, *h3;       /* frame; L3 header block */
+    Py_ssize_t l3off, hl, thl, poff, cap_pay, P, mss, n;
+    int family, proto, fixed_id, swap;
+    unsigned long ipid;
+    uint64_t psum;
+    long long ts, step, mul;
+    unsigned char l4[60];              /* the TCP/UDP header */
+    uint32_t seq0;
+    unsigned flags0;
+};
+
+/* lay out segment k at o (record header, link layer, L3, L4, payload):
+ * returns the end; *caplen its captured length, *ok 0 when cut */
+static unsigned char *
+write_segment(const struct cut *c, Py_ssize_t k, unsigned char *o, Py_ssize_t *caplen, int *ok)
+{
+    Py_ssize_t start = k * c->mss;
+    Py_ssize_t len = (k < c->n - 1) ? c->mss : c->P - start;
+    Py_ssize_t got = c->cap_pay - start;
+    if (got > len)
+        got = len;
+    if (got < 0)
+        got = 0;
+    *ok = got == len;
+    Py_ssize_t thl = c->thl, hl = c->hl, tl = thl + len;
+    *caplen = c->l3off + hl + thl + got;
+    long long t = c->ts + k * c->step;
+    put32h(o, (uint32_t)(t / 1000000000LL), c->swap);
+    put32h(o + 4, (uint32_t)((t % 1000000000LL) / c->mul), c->swap);
+    put32h(o + 8, (uint32_t)*caplen, c->swap);
+    put32h(o + 12, (uint32_t)(c->l3off + hl + tl), c->swap);
+    o += 16;
+    memcpy(o, c->d, c->l3off);
+    unsigned char *ip = o + c->l3off;
+    memcpy(ip, c->h3, hl);
+    if (c->family == 4) {
+        unsigned id = c->fixed_id && c->proto == 6 ? (unsigned)c->ipid
+                                                   : (unsigned)((c->ipid + k) & 0xFFFF);
+        put16(ip + 2, (unsigned)(hl + tl));
+        put16(ip + 4, id);
+        ip[10] = ip[11] = 0;
+        put16(ip + 10, csum_field(be_sum(ip, hl)));
+    } else {
+        put16(ip + 4, (unsigned)(hl - 40 + tl));
+    }
+    unsigned char *th = ip + hl;
+    memcpy(th, c->l4, thl);
+    if (c->proto == 6) {
+        unsigned fl = c->flags0;
+        if (k < c->n - 1)
+            fl &= ~0x09u;                   /* FIN, PSH: last only */
+        if (k)
+            fl &= ~0x80u;                   /* CWR: first only */
+        put32(th + 4, c->seq0 + (uint32_t)start);
+        th[13] = (unsigned char)fl;
+        th[16] = th[17] = 0;
+    } else {
+        put16(th + 4, (unsigned)tl);
+        th[6] = th[7] = 0;                  /* the length field is summed in th */
+    }
+    memcpy(th + thl, c->d + c->poff + start, got);
+    unsigned v;
+    if (*ok) {
+        v = csum_field(c->psum + (uint64_t)tl + be_sum(th, thl) + be_sum(th + thl, got));
+        if (c->proto == 17 && v == 0)
+            v = 0xFFFF;
+    } else {
+        v = fold_seed(c->psum + (uint64_t)tl);
+    }
+    put16(th + (c->proto == 6 ? 16 : 6), v);
+    return th + thl + got;
+}
+
 static PyObject *
 segment(PyObject *self, PyObject *args)
 {
-    PyObject *out;
+    PyObject *out, *res = NULL;
     Py_buffer fr, hb;
-    Py_ssize_t l3off, l4off, thl, P, mss;
-    int family, fixed_id, proto, swap;
-    unsigned long ipid;
+    Py_ssize_t l4off;
     unsigned long long psum;
-    long long ts, step, mul;
-    if (!PyArg_ParseTuple(args, "Oy*ny*ikpnninnKLLLp", &out, &fr, &l3off, &hb, &family,
-                          &ipid, &fixed_id, &l4off, &thl, &proto, &P, &mss, &psum, &ts,
-                          &step, &mul, &swap))
+    struct cut c;
+    if (!PyArg_ParseTuple(args, "Oy*ny*ikpnninnKLLLp", &out, &fr, &c.l3off, &hb, &c.family,
+                          &c.ipid, &c.fixed_id, &l4off, &c.thl, &c.proto, &c.P, &c.mss, &psum,
+                          &c.ts, &c.step, &c.mul, &c.swap))
         return NULL;
-    PyObject *res = NULL;
-    const unsigned char *d = fr.buf;
-    const unsigned char *h3 = hb.buf;
-    Py_ssize_t hl = hb.len, cap = fr.len;
-    if (!PyByteArray_Check(out) || mss < 1 || P < 0 || l3off < 0 || l4off < l3off
-            || l4off + thl > cap || (proto == 6 ? thl < 20 || thl > 60 : thl != 8)
-            || (family == 4 ? hl < 20 || hl > 60 : hl < 40) || mul < 1) {
+    c.d = fr.buf;
+    c.h3 = hb.buf;
+    c.hl = hb.len;
+    c.psum = psum;
+    Py_ssize_t cap = fr.len, thl = c.thl, hl = c.hl, P = c.P, mss = c.mss;
+    if (!PyByteArray_Check(out) || mss < 1 || P < 0 || c.l3off < 0 || l4off < c.l3off
+            || l4off + thl > cap || (c.proto == 6 ? thl < 20 || thl > 60 : thl != 8)
+            || (c.family == 4 ? hl < 20 || hl > 60 : hl < 40) || c.mul < 1) {
         PyErr_SetString(PyExc_ValueError, "segment: bad arguments");
         goto done;
     }
-    Py_ssize_t n = P ? (P + mss - 1) / mss : 1;
-    Py_ssize_t poff = l4off + thl;
-    Py_ssize_t cap_pay = cap - poff;          /* captured payload bytes */
-    if (cap_pay > P)
-        cap_pay = P;
-    if ((family == 4 && hl + thl + (mss < P ? mss : P) > 0xFFFF)
-            || (family == 6 && hl - 40 + thl + (mss < P ? mss : P) > 0xFFFF)) {
+    Py_ssize_t first = mss < P ? mss : P;
+    if ((c.family == 4 ? hl : hl - 40) + thl + first > 0xFFFF) {
         PyErr_SetString(PyExc_ValueError, "segment: a segment does not fit the IP length field");
         goto done;
     }
+    c.n = P ? (P + mss - 1) / mss : 1;
+    c.poff = l4off + thl;
+    c.cap_pay = cap - c.poff < P ? cap - c.poff : P;     /* captured payload bytes */
+    memcpy(c.l4, c.d + l4off, thl);
+    c.seq0 = ((uint32_t)c.l4[4] << 24) | ((uint32_t)c.l4[5] << 16) | ((uint32_t)c.l4[6] << 8)
+             | c.l4[7];
+    c.flags0 = c.l4[13];
     /* room: every segment's record header, headers and captured payload */
     Py_ssize_t old = PyByteArray_GET_SIZE(out);
-    Py_ssize_t need = n * (16 + l3off + hl + thl) + cap_pay;
-    if (PyByteArray_Resize(out, old + need) < 0)
+    if (PyByteArray_Resize(out, old + c.n * (16 + c.l3off + hl + thl) + c.cap_pay) < 0)
         goto done;
     unsigned char *o = (unsigned char *)PyByteArray_AS_STRING(out) + old;
-    unsigned char l4[60];
-    memcpy(l4, d + l4off, thl);
-    uint32_t seq0 = ((uint32_t)l4[4] << 24) | ((uint32_t)l4[5] << 16) | ((uint32_t)l4[6] << 8) | l4[7];
-    unsigned flags0 = l4[13];
-    Py_ssize_t ncut = 0, maxcap = 0;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        Py_ssize_t start = k * mss;
-        Py_ssize_t len = (k < n - 1) ? mss : P - start;
-        Py_ssize_t got = cap_pay - start;
-        if (got > len)
-            got = len;
-        if (got < 0)
-            got = 0;
-        int ok = got == len;
-        Py_ssize_t tl = thl + len;
-        Py_ssize_t caplen = l3off + hl + thl + got;
-        long long t = ts + k * step;
-        unsigned char *r = o;
-        put32h(r, (uint32_t)(t / 1000000000LL), swap);
-        put32h(r + 4, (uint32_t)((t % 1000000000LL) / mul), swap);
-        put32h(r + 8, (uint32_t)caplen, swap);
-        put32h(r + 12, (uint32_t)(l3off + hl + tl), swap);
-        o += 16;
-        memcpy(o, d, l3off);
-        o += l3off;
-        unsigned char *ip = o;
-        memcpy(ip, h3, hl);
-        if (family == 4) {
-            unsigned id = fixed_id && proto == 6 ? (unsigned)ipid : (unsigned)((ipid + k) & 0xFFFF);
-            put16(ip + 2, (unsigned)(hl + tl));
-            put16(ip + 4, id);
-            ip[10] = ip[11] = 0;
-            put16(ip + 10, csum_field(be_sum(ip, hl)));
-        } else {
-            put16(ip + 4, (unsigned)(hl - 40 + tl));
-        }
-        o += hl;
-        unsigned char *th = o;
-        memcpy(th, l4, thl);
-        uint64_t ps = psum + (uint64_t)tl;
-        if (proto == 6) {
-            unsigned fl = flags0;
-            if (k < n - 1)
-                fl &= ~0x09u;                   /* FIN, PSH: last only */
-            if (k)
-                fl &= ~0x80u;                   /* CWR: first only */
-            put32(th + 4, seq0 + (uint32_t)start);
-            th[13] = (unsigned char)fl;
-            th[16] = th[17] = 0;
-        } else {
-            put16(th + 4, (unsigned)tl);
-            th[6] = th[7] = 0;                  /* the length field is summed in th */
-        }
-        o += thl;
-        memcpy(o, d + poff + start, got);
-        o += got;
-        unsigned c;
-        if (ok) {
-            uint64_t s = ps + be_sum(th, thl) + be_sum(th + thl, got);
-            c = csum_field(s);
-            if (proto == 17 && c == 0)
-                c = 0xFFFF;
-        } else {
-            c = fold_seed(psum + (uint64_t)tl);
-            ncut++;
-        }
-        put16(th + (proto == 6 ? 16 : 6), c);
+    Py_ssize_t ncut = 0, maxcap = 0, caplen;
+    int ok;
+    for (Py_ssize_t k = 0; k < c.n; k++) {
+        o = write_segment(&c, k, o, &caplen, &ok);
+        ncut += !ok;
         if (caplen > maxcap)
             maxcap = caplen;
     }
-    res = Py_BuildValue("nnn", n, ncut, maxcap);
+    res = Py_BuildValue("nnn", c.n, ncut, maxcap);
 done:
     PyBuffer_Release(&fr);
     PyBuffer_Release(&hb);
