@@ -20,7 +20,6 @@ from .engine import _RAW
 __all__ = ["transform_batches"]
 
 BATCH = 1024
-_NATIVE_BO = "<" if __import__("sys").byteorder == "little" else ">"
 
 
 def _flatten(batches):
@@ -90,7 +89,7 @@ class _RawState:
         self.out = []
 
     def _open(self, byteorder, mul):
-        swap = byteorder != _NATIVE_BO
+        swap = byteorder != cseg.NATIVE_BO
         r = self.rec
         if r is None or r.mul != mul or r.swap != swap:
             self._close()

@@ -21,7 +21,9 @@ import os
 import struct
 
 from ..checksum import pseudo_sum_v4, pseudo_sum_v6
-from ..record import Packet, RawRecords
+from ..record import RawRecords
+
+NATIVE_BO = "<" if __import__("sys").byteorder == "little" else ">"
 
 try:
     from .. import _gso
@@ -155,21 +157,13 @@ def passed_run(lb, mtu, complete):
     if not available():
         return None
     scan = _gso.scan_passed
-    buf, recs, swap = lb.buf, lb.recs, lb.byteorder != _NATIVE_BO
+    buf, recs, swap = lb.buf, lb.recs, lb.byteorder != NATIVE_BO
     if type(recs) is not list:
         recs = list(recs)
     return lambda i: scan(buf, recs, i, swap, mtu, complete)
-
-
-_NATIVE_BO = "<" if __import__("sys").byteorder == "little" else ">"
 
 
 def chunk_packets(lb):
     """The Packets of RecordChunk ``lb`` (the path without raw output)."""
     lb.columns()
     return [lb.packet(i) for i in range(len(lb))]
-
-
-def is_packet(ev):
-    """True for a Packet event."""
-    return type(ev) is Packet

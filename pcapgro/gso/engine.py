@@ -62,7 +62,6 @@ EPB_FLAG_CSUM_NOT_READY = 1 << 9
 _MAX_PENDING = 64
 _SYN_RST = tcp.SYN | tcp.RST
 _RAW = ()       # split()'s answer when the segments went into the record buffer
-_NATIVE_BO = "<" if __import__("sys").byteorder == "little" else ">"
 _ports = struct.Struct("!HH").unpack_from
 _v4_len_frag = struct.Struct("!H2xH").unpack_from      # total length, frag word
 _addr_words = struct.Struct("!HHHH").unpack_from       # IPv4 src + dst as 16-bit words
