@@ -32,11 +32,17 @@ def _flatten(batches):
 
 def _lists(events):
     out = []
-    for ev in events:
-        out.append(ev)
-        if len(out) >= BATCH:
+    try:
+        for ev in events:
+            out.append(ev)
+            if len(out) >= BATCH:
+                yield out
+                out = []
+    except DamagedInput:
+        # everything before the damage goes out before the error does
+        if out:
             yield out
-            out = []
+        raise
     if out:
         yield out
 
