@@ -1,5 +1,5 @@
-"""Build of the compiled GRO fast path (pcapgro/_native.c) and the install
-path of the manual page.
+"""Build of the compiled GRO fast path (pcapgro/_native.c), split's
+segmenter (pcapgro/_gso.c) and the install path of the manual page.
 
 Everything else is in pyproject.toml.  The extension is optional: without
 a C compiler (or Python headers) the build goes on and pcapgro runs its
@@ -22,6 +22,9 @@ class _Distribution(Distribution):
 
 setup(distclass=_Distribution,
       ext_modules=[Extension("pcapgro._native", ["pcapgro/_native.c"],
+                             extra_compile_args=["-O2", "-std=c99"], optional=True),
+                   # the compiled segmenter of split (pcapgro/gso/cseg.py), optional too
+                   Extension("pcapgro._gso", ["pcapgro/_gso.c"],
                              extra_compile_args=["-O2", "-std=c99"], optional=True)],
       # the manual page where man(1) finds it for a bin/ on PATH
       # (<prefix>/share/man beside <prefix>/bin, a venv's too); pyproject's

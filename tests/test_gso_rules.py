@@ -482,7 +482,9 @@ def test_stats_schema_and_table():
     out, st = run([syn(1460), pkt(tcp4_frame(5000)), pkt(udp4_frame(3000))], gso_size=1200)
     d = st.to_dict()
     assert set(d) == {"packets", "split", "segments", "passed", "pass_reasons", "size_sources",
-                      "split_by_source", "cut_segments", "checksums", "flows"}
+                      "split_by_source", "cut_segments", "fixed", "checksums", "flows"}
+    assert d["fixed"] == {"length_zero": 0}
+    assert set(d["checksums"]) == {"computed", "seed_truncated", "completed", "ip_completed"}
     assert d["packets"] == 3 and d["split"] == 2 and d["segments"] == 4 + 3
     assert d["passed"] == 1 and d["pass_reasons"] == {"small": 1}
     assert d["size_sources"] == {"option": 1, "own_syn": 1}

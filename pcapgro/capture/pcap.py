@@ -689,7 +689,7 @@ class PcapWriter:
         d = self._dropped
         if m.comments:
             d["comments"] += len(m.comments)
-        if m.flags is not None:
+        if m.flags:                 # a flags word of 0 says nothing: not lost
             d["flags"] += 1
         if m.options:
             d["options"] += len(m.options)

@@ -22,8 +22,11 @@ class GSOConfig:
                     fits ``mtu``).  Also the super-frame test: a TCP packet
                     is split when its payload > mss.
         mtu:        bytes, largest L3 length (IP header + extension headers
-                    + L4) of a segment made from the MTU rule (``--mtu``,
-                    default 1500).  Without ``mss`` and without a SYN MSS, a
+                    + L4) of a segment made from the MTU rule (``--mtu``;
+                    None = 1500, not explicit).  Given explicitly it also
+                    caps every segment size but ``mss`` (a loopback SYN's
+                    MSS 65495 does not beat ``--mtu 1500``): then
+                    ``mtu_explicit`` is True.  Without ``mss`` and without a SYN MSS, a
                     TCP packet is a super-frame when its L3 length > mtu; a
                     UDP packet without ``gso_size`` whose L3 length > mtu is
                     an error (UnusableInput), and so is a TCP super-frame
@@ -56,7 +59,7 @@ class GSOConfig:
     """
 
     mss: Optional[int] = None
-    mtu: int = 1500
+    mtu: Optional[int] = None
     gso_size: Optional[int] = None
     fixed_id: bool = False
     link_rate: int = 10_000_000_000
@@ -64,6 +67,9 @@ class GSOConfig:
     annotate: bool = True
 
     def __post_init__(self):
+        self.mtu_explicit = self.mtu is not None
+        if self.mtu is None:
+            self.mtu = 1500
         if self.mss is not None and not (TCP_MIN_GSO_SIZE <= self.mss <= 0xFFFFFF):
             raise UnusableInput(f"--mss {self.mss}: must be at least {TCP_MIN_GSO_SIZE}")
         if self.gso_size is not None and not (TCP_MIN_GSO_SIZE <= self.gso_size <= 0xFFFF):

@@ -42,13 +42,14 @@ after it), and per TCP flow its SYN MSS and largest segment size.
 import ipaddress
 import struct
 
+from ..capture._stream import warn
 from ..errors import DamagedInput, UnusableInput
 from ..fcs import ETH_FCS, InterfaceFCS, refresh_fcs, with_fcs
 from ..linklayer import ETH_P_IP, network_layer
 from ..checksum import checksum, fold, ones_sum, pseudo_sum_v4, pseudo_sum_v6
 from ..record import EPB_FLAG_TSO, Packet, PacketMeta, Section
 from ..restore import own_comment, recorded_gso_size
-from . import ipv4, ipv6, tcp, udp
+from . import cseg, ipv4, ipv6, tcp, udp
 from .config import TCP_MIN_GSO_SIZE, GSOConfig
 from .reasons import Pass, SizeSource
 from .stats import FlowStats, GSOStats
@@ -60,9 +61,13 @@ TUNNEL_PROTOS = (4, 41, 47)         # IPIP, IPv6-in-IP (SIT), GRE
 EPB_FLAG_CSUM_NOT_READY = 1 << 9
 _MAX_PENDING = 64
 _SYN_RST = tcp.SYN | tcp.RST
+_RAW = ()       # split()'s answer when the segments went into the record buffer
 _ports = struct.Struct("!HH").unpack_from
 _v4_len_frag = struct.Struct("!H2xH").unpack_from      # total length, frag word
 _addr_words = struct.Struct("!HHHH").unpack_from       # IPv4 src + dst as 16-bit words
+# EtherType, IPv4 ver/ihl, total length, ID, frag word, protocol, addresses
+# as 16-bit words, ports, TCP data offset byte, flags (from frame offset 12)
+_eth_ip4_tcp = struct.Struct("!HBxHHHxBxxHHHHHH8xBB").unpack_from
 
 
 class _Flow:
@@ -113,6 +118,11 @@ class GSOSplitter:
         self.section = 0
         self.fcs = InterfaceFCS()   # FCS length per interface (Interface events)
         self._fcs = 0            # that of the packet being split
+        # set by the pipeline when the writer takes the input's pcap records
+        # as they are (RawRecords): then transform_batches lays out output
+        # records itself, segments through the compiled segmenter
+        self.raw_out = False
+        self._rec = None         # the cseg.RecordOut being filled, in that mode
 
     # ------------------------------------------------------------------ API
 
@@ -160,6 +170,106 @@ class GSOSplitter:
         if held is not None:
             yield from split(held, None)
         yield from self._drain(pending)
+        self._finish()
+
+    def _finish(self):
+        """The one warning line at the end of the input, if any."""
+        bad = self.stats.passed[Pass.RECORD_LENGTHS]
+        if bad:
+            warn(f"split: {bad} record{'s' if bad != 1 else ''} whose lengths contradict "
+                 "each other (captured > original length, or an IP length of 0 with an "
+                 f"original length beyond {ipv4.GSO_MAX_SIZE} bytes) passed unchanged")
+
+    def transform_batches(self, batches):
+        """List in, list out form of :meth:`process` for the pipeline (see
+        :mod:`pcapgro.gso.batches`): ``batches`` are lists of events or
+        RecordChunks; yields lists of events (with ``raw_out``:
+        RawRecords in the input's pcap format).  Same output bytes as
+        :meth:`process`; raises as it does."""
+        from .batches import transform_batches
+        return transform_batches(self, batches)
+
+    def _passed_run(self, lb):
+        """For the record path: ``f(i) -> (end, maxcap)`` giving the run of
+        records of RecordChunk ``lb`` from ``i`` that :meth:`split` passes
+        unchanged without touching flow state (pure ACKs and the like), or
+        None when it cannot be used (no extension, another link type, an
+        FCS, the flat path off)."""
+        if not self.fast_path or lb.linktype != 1 or self.fcs.get(0)[0]:
+            return None
+        return cseg.passed_run(lb, self.cfg.mtu, self.cfg.complete_csum)
+
+    def _super_tcp4_raw(self, mv, s, cap, orig, ts, next_ts):
+        """Record path, flat: the record at ``mv[s:s+cap]`` (untagged
+        Ethernet / IPv4 without options / TCP, captured in full, interface
+        0 without FCS) when it is a super-frame split with a known size:
+        its segments go into the record buffer, the same bytes, statistics
+        and flow state as :meth:`split`; True.  Anything else (a size from
+        the MTU rule that does not fit, a packet that needs no split, ...):
+        False, having changed nothing."""
+        if cap != orig or cap < 54:
+            return False
+        et, vihl, tot, ident, frag, proto, a0, a1, b0, b1, sport, dport, off, fl = \
+            _eth_ip4_tcp(mv, s + 12)
+        thl = (off >> 4) << 2
+        if (et != 0x0800 or vihl != 0x45 or proto != 6 or frag & 0x3FFF or tot + 14 != cap
+                or thl < 20 or fl & _SYN_RST):
+            return False
+        P = tot - 20 - thl
+        cfg = self.cfg
+        if P <= 0 or (tot <= cfg.mtu and not cfg.mss):
+            return False                # the general path decides (SYN MSS, largest)
+        src_ip = bytes(mv[s + 26:s + 30])
+        dst_ip = bytes(mv[s + 30:s + 34])
+        sec = self.section
+        flows = self.flows
+        fl = flows.get((sec, 0, src_ip, dst_ip, sport, dport))
+        opt = thl - 20
+        if cfg.mss:
+            mss, how = cfg.mss, SizeSource.OPTION
+        else:
+            peer = flows.get((sec, 0, dst_ip, src_ip, dport, sport))
+            if peer is not None and peer.syn_mss - opt >= TCP_MIN_GSO_SIZE:
+                mss, how = peer.syn_mss - opt, SizeSource.SYN
+            elif fl is not None and fl.syn_mss - opt >= TCP_MIN_GSO_SIZE:
+                mss, how = fl.syn_mss - opt, SizeSource.OWN_SYN
+            elif fl is not None and fl.largest:
+                mss, how = fl.largest, SizeSource.LARGEST
+            else:
+                mss, how = 1 << 30, SizeSource.MTU
+            if how is SizeSource.MTU or cfg.mtu_explicit:
+                if cfg.mtu - 20 - thl < mss:
+                    mss, how = cfg.mtu - 20 - thl, SizeSource.MTU
+                if how is SizeSource.MTU and mss < TCP_MIN_GSO_SIZE:
+                    return False        # the general path refuses it
+        if P <= mss:
+            return False
+        key = (sec, 0, src_ip, dst_ip, sport, dport)
+        if fl is None:
+            flows[key] = _Flow()
+        n = -(-P // mss)
+        step = self._step(34 + thl + min(mss, P), n, ts, next_ts)
+        rec = self._rec
+        n, ncut, maxcap = cseg.segment(rec.buf, mv[s:s + cap], 14, mv[s + 14:s + 34], 4, ident,
+                                       cfg.fixed_id, 34, thl, 6, P, mss, a0 + a1 + b0 + b1 + 6,
+                                       ts, step, rec.mul, rec.swap)
+        rec.n += n
+        rec.ts = ts + (n - 1) * step
+        if maxcap > rec.maxcap:
+            rec.maxcap = maxcap
+        st = self.stats
+        st.packets += 1
+        fs = st.flows.get(("tcp",) + key)
+        l3 = None
+        if fs is None:
+            l3 = ipv4.parse(bytes(mv[s:s + cap]), 14, orig)
+        self._count(n, ncut, key, l3, sport, dport, "tcp", how, mss)
+        return True
+
+    def _count_passed(self, n):
+        """Statistics of ``n`` packets passed by such a run."""
+        self.stats.packets += n
+        self.stats.passed[Pass.SMALL] += n
 
     def split(self, pkt, next_ts=None):
         """Segment one packet.
@@ -177,6 +287,10 @@ class GSOSplitter:
                 super-frame whose headers do not fit ``mtu``.
         """
         data = pkt.data
+        if len(data) > pkt.orig_len:
+            # damage: merge keeps such records unchanged, and so does split
+            self.stats.packets += 1
+            return self._pass(pkt, Pass.RECORD_LENGTHS)
         fcs = self._fcs = self.fcs.get(pkt.iface)[0]
         if (self.fast_path and data[12:15] == b"\x08\x00\x45" and data[23:24] == b"\x06"
                 and pkt.linktype == 1):
@@ -264,22 +378,34 @@ class GSOSplitter:
             fl = flows[key] = _Flow()
         if P > fl.largest:
             fl.largest = P
+        complete = cfg.complete_csum and n >= 14 + tot
+        if complete:
+            field = (d[50] << 8) | d[51]
+            seed = sum(_addr_words(d, 26)) + 6
+            if field != fold(seed + tot - 20):
+                if field == fold(seed) or not (d[24] or d[25]):
+                    # a Windows LSO seed or an offloaded IPv4 header
+                    # checksum (0): the general path completes them
+                    return None
+                complete = False
         st = self.stats
         st.packets += 1
         st.passed[Pass.SMALL] += 1
-        if not cfg.complete_csum or n < 14 + tot:
+        if not complete:
             return [pkt]
-        field = (d[50] << 8) | d[51]
-        if field != fold(sum(_addr_words(d, 26)) + 6 + tot - 20):
-            return [pkt]
-        return self._complete(pkt, 4, src, dst, 6, 34, tot - 20, field)
+        return self._complete(pkt, 4, src, dst, 6, 34, tot - 20, field, 14)
 
     def _small(self, pkt, l3, proto):
-        """Pass a TCP/UDP packet that needs no split; with
-        ``complete_csum``, a checksum field holding exactly the
-        pseudo-header seed (CHECKSUM_PARTIAL, as captured on a sender with
-        checksum offload) is completed to the value the NIC puts on the
-        wire.  Anything else is passed byte-identical."""
+        """Pass a TCP/UDP packet that needs no split.  With
+        ``complete_csum``, the offload artefacts of a sender's capture are
+        completed to what its NIC puts on the wire: a TCP/UDP checksum field
+        holding the pseudo-header seed (CHECKSUM_PARTIAL: with the length as
+        Linux leaves it, or without it as Windows LSO does) and an IPv4
+        header checksum of 0 (IP checksum offload); a packet so touched
+        leaves with valid IPv4 and TCP/UDP checksums.  Anything else is
+        passed byte-identical."""
+        if l3.len0:
+            return self._fix_length(pkt, l3, proto)
         self.stats.passed[Pass.SMALL] += 1
         if not self.cfg.complete_csum:
             return [pkt]
@@ -292,17 +418,41 @@ class GSOSplitter:
         field = (data[coff] << 8) | data[coff + 1]
         L = l3.l4len
         if l3.family == 4:
-            ps = pseudo_sum_v4(l3.src, l3.pdst, proto, L)
+            ps = pseudo_sum_v4(l3.src, l3.pdst, proto, 0)
+            ip0 = not (data[l3.l3off + 10] or data[l3.l3off + 11])
         else:
-            ps = pseudo_sum_v6(l3.src, l3.pdst, proto, L)
-        if field != fold(ps):
+            ps = pseudo_sum_v6(l3.src, l3.pdst, proto, 0)
+            ip0 = False
+        if field != fold(ps + L) and field != fold(ps) and not ip0:
             return [pkt]
-        return self._complete(pkt, l3.family, l3.src, l3.pdst, proto, l4off, L, field)
+        return self._complete(pkt, l3.family, l3.src, l3.pdst, proto, l4off, L, field,
+                              l3.l3off)
 
-    def _complete(self, pkt, family, src, dst, proto, l4off, L, field):
-        """A copy of ``pkt`` whose TCP/UDP checksum (field value ``field``,
-        the seed) is completed over its ``L`` transport bytes at
-        ``l4off``; ``[pkt]`` itself when the seed already is the value."""
+    def _fix_length(self, pkt, l3, proto):
+        """A packet that needs no split whose IP length field is 0 (IPv4
+        total length, IPv6 payload length: a TSO sender's capture): written
+        as the one segment GSO makes of it, lengths filled in from the
+        frame (after every link-layer header) and valid checksums (counted
+        ``fixed["length_zero"]``, not as a pass)."""
+        if self._fcs and (self._fcs != ETH_FCS or pkt.linktype != 1):
+            return self._pass(pkt, Pass.FCS)
+        data = pkt.data
+        if proto == 6:
+            thl = (data[l3.l4off + 12] >> 4) << 2
+            res = tcp.segment(data, l3, thl, max(l3.l4len - thl, 1), True)
+        else:
+            res = udp.segment(data, l3, max(l3.l4len - 8, 1))
+        if res is None:
+            return self._pass(pkt, Pass.BAD_LENGTH)
+        self.stats.fixed["length_zero"] += 1
+        return self._packets(pkt, res[0], 0)
+
+    def _complete(self, pkt, family, src, dst, proto, l4off, L, field, l3off):
+        """A copy of ``pkt`` with a valid TCP/UDP checksum (field value
+        ``field``, a seed: computed over its ``L`` transport bytes at
+        ``l4off``; a field that already is valid stays) and, for IPv4 (its
+        header at ``l3off``), a valid header checksum; ``[pkt]`` itself
+        when both already are valid."""
         data = pkt.data
         end = l4off + L
         coff = l4off + (16 if proto == 6 else 6)
@@ -310,12 +460,24 @@ class GSOSplitter:
             ps = pseudo_sum_v4(src, dst, proto, L)
         else:
             ps = pseudo_sum_v6(src, dst, proto, L)
-        block = bytearray(data[l4off:end])
-        block[coff - l4off:coff - l4off + 2] = b"\0\0"
-        c = checksum(ps + ones_sum(block))
-        if proto == 17 and c == 0:
-            c = 0xFFFF
-        if c == field:
+        c = field
+        if field == fold(ps) or field == fold(ps - L):
+            # a seed, with or without the length: what the NIC writes
+            block = bytearray(data[l4off:end])
+            block[coff - l4off:coff - l4off + 2] = b"\0\0"
+            c = checksum(ps + ones_sum(block))
+            if proto == 17 and c == 0:
+                c = 0xFFFF
+        ipc = None
+        if family == 4:
+            ihl = (data[l3off] & 15) << 2
+            h = bytearray(data[l3off:l3off + ihl])
+            old_ipc = (h[10] << 8) | h[11]
+            h[10:12] = b"\0\0"
+            ipc = checksum(ones_sum(h))
+            if ipc == old_ipc:
+                ipc = None
+        if c == field and ipc is None:
             return [pkt]
         ol = pkt.orig_len
         if self._fcs and (self._fcs != ETH_FCS or pkt.linktype != 1):
@@ -323,9 +485,15 @@ class GSOSplitter:
         d = bytearray(data)
         d[coff] = c >> 8
         d[coff + 1] = c & 0xFF
+        st = self.stats
+        if c != field:
+            st.csum["completed"] += 1
+        if ipc is not None:
+            d[l3off + 10] = ipc >> 8
+            d[l3off + 11] = ipc & 0xFF
+            st.csum["ip_completed"] += 1
         if self._fcs:
             d, ol = refresh_fcs(d, ol)
-        self.stats.csum["completed"] += 1
         return [Packet(pkt.ts, bytes(d), ol, pkt.iface, pkt.linktype, pkt.meta)]
 
     def _tcp(self, pkt, l3, next_ts):
@@ -349,36 +517,8 @@ class GSOSplitter:
         P = l3.l4len - thl
         if P <= 0:
             return self._small(pkt, l3, 6)
-        cfg = self.cfg
-        l3len = len(l3.hdr) + l3.l4len
-        fits = l3len <= cfg.mtu
-        opt = thl - 20
-        if cfg.mss:
-            mss, src = cfg.mss, SizeSource.OPTION
-        else:
-            peer = flows.get((self.section, pkt.iface, l3.pdst, l3.src, dport, sport))
-            if peer is not None and peer.syn_mss - opt >= TCP_MIN_GSO_SIZE:
-                mss, src = peer.syn_mss - opt, SizeSource.SYN
-            elif fl.syn_mss - opt >= TCP_MIN_GSO_SIZE:
-                mss, src = fl.syn_mss - opt, SizeSource.OWN_SYN
-            elif (rec := recorded_gso_size(pkt.meta)) >= TCP_MIN_GSO_SIZE:
-                mss, src = rec, SizeSource.RECORDED
-            elif fits:
-                if P > fl.largest:
-                    fl.largest = P
-                return self._small(pkt, l3, 6)
-            elif fl.largest:
-                mss, src = fl.largest, SizeSource.LARGEST
-            else:
-                mss = cfg.mtu - len(l3.hdr) - thl
-                if mss < TCP_MIN_GSO_SIZE:
-                    # segments of the smallest gso_size would exceed the MTU
-                    raise UnusableInput(
-                        f"TCP super-frame in flow {_flow_name(l3, sport, dport)}: its "
-                        f"headers ({len(l3.hdr)} bytes IP, {thl} bytes TCP) and "
-                        f"{TCP_MIN_GSO_SIZE} bytes of payload do not fit --mtu {cfg.mtu}; "
-                        f"give --mtu {len(l3.hdr) + thl + TCP_MIN_GSO_SIZE} or more, or --mss N")
-                src = SizeSource.MTU
+        fits = len(l3.hdr) + l3.l4len <= self.cfg.mtu
+        mss, src = self._tcp_mss(pkt, l3, thl, fl, (l3.pdst, l3.src, dport, sport), fits)
         if P <= mss:
             if fits and P > fl.largest:
                 fl.largest = P
@@ -387,10 +527,59 @@ class GSOSplitter:
             return self._pass(pkt, Pass.FLAGS)
         if self._fcs and (self._fcs != ETH_FCS or pkt.linktype != 1):
             return self._pass(pkt, Pass.FCS)
-        res = tcp.segment(data, l3, thl, mss, cfg.fixed_id)
+        if self._rec is not None and not self._fcs:
+            return self._emit_raw(pkt, l3, thl, 6, mss, key, sport, dport, "tcp", src, next_ts)
+        res = tcp.segment(data, l3, thl, mss, self.cfg.fixed_id)
         if res is None:
             return self._pass(pkt, Pass.SEGMENT_TOO_BIG)
         return self._emit(pkt, res, key, l3, sport, dport, "tcp", src, mss, next_ts)
+
+    def _tcp_mss(self, pkt, l3, thl, fl, peer_key, fits):
+        """The flow's segment size: ``(mss, SizeSource)``; ``(P, None)``
+        (no split) when no size is known and the packet fits the MTU.
+
+        A SYN's MSS counts neither TCP options nor IP options / IPv6
+        extension headers: the sender subtracts both (tcp_current_mss,
+        __tcp_mtu_to_mss: ``mss_clamp - icsk_ext_hdr_len``; a removed BIG
+        TCP jumbo header is not one).  An explicit ``--mtu`` caps every
+        size but ``--mss``: at most what fits the MTU after the flow's own
+        headers.
+
+        Raises:
+            UnusableInput: the MTU leaves no room for 8 bytes of payload.
+        """
+        cfg = self.cfg
+        opt = thl - 20
+        hl = len(l3.hdr)
+        if cfg.mss:
+            return cfg.mss, SizeSource.OPTION
+        ext = opt + hl - (20 if l3.family == 4 else 40)
+        peer = self.flows.get((self.section, pkt.iface) + peer_key)
+        if peer is not None and peer.syn_mss - ext >= TCP_MIN_GSO_SIZE:
+            mss, src = peer.syn_mss - ext, SizeSource.SYN
+        elif fl.syn_mss - ext >= TCP_MIN_GSO_SIZE:
+            mss, src = fl.syn_mss - ext, SizeSource.OWN_SYN
+        elif (rec := recorded_gso_size(pkt.meta)) >= TCP_MIN_GSO_SIZE:
+            mss, src = rec, SizeSource.RECORDED
+        elif fits:
+            return l3.l4len - thl, None
+        elif fl.largest:
+            mss, src = fl.largest, SizeSource.LARGEST
+        else:
+            mss, src = 1 << 30, SizeSource.MTU
+        if src is SizeSource.MTU or cfg.mtu_explicit:
+            cap = cfg.mtu - hl - thl
+            if cap < mss:
+                mss, src = cap, SizeSource.MTU
+            if src is SizeSource.MTU and mss < TCP_MIN_GSO_SIZE and l3.l4len - thl > mss:
+                # segments of the smallest gso_size would exceed the MTU
+                sport, dport = _ports(pkt.data, l3.l4off)
+                raise UnusableInput(
+                    f"TCP super-frame in flow {_flow_name(l3, sport, dport)}: its "
+                    f"headers ({hl} bytes IP, {thl} bytes TCP) and "
+                    f"{TCP_MIN_GSO_SIZE} bytes of payload do not fit --mtu {cfg.mtu}; "
+                    f"give --mtu {hl + thl + TCP_MIN_GSO_SIZE} or more, or --mss N")
+        return mss, src
 
     def _udp(self, pkt, l3, next_ts):
         """__udp_gso_segment for SKB_GSO_UDP_L4 super-packets."""
@@ -423,16 +612,47 @@ class GSOSplitter:
             return self._small(pkt, l3, 17)
         if self._fcs and (self._fcs != ETH_FCS or pkt.linktype != 1):
             return self._pass(pkt, Pass.FCS)
+        key = (self.section, pkt.iface, 17, l3.src, l3.pdst, sport, dport)
+        if self._rec is not None and not self._fcs:
+            return self._emit_raw(pkt, l3, 8, 17, g, key, sport, dport, "udp", src, next_ts)
         res = udp.segment(data, l3, g)
         if res is None:
             return self._pass(pkt, Pass.SEGMENT_TOO_BIG)
-        key = (self.section, pkt.iface, 17, l3.src, l3.pdst, sport, dport)
         return self._emit(pkt, res, key, l3, sport, dport, "udp", src, g, next_ts)
 
     def _emit(self, pkt, res, key, l3, sport, dport, proto, src, size, next_ts):
         """Statistics, timestamps and Packet objects for one split."""
         frames, ncut = res
         n = len(frames)
+        self._count(n, ncut, key, l3, sport, dport, proto, src, size)
+        return self._packets(pkt, frames, self._step(frames[0][1], n, pkt.ts, next_ts))
+
+    def _emit_raw(self, pkt, l3, l4hdr_len, proto, size, key, sport, dport, pname, src,
+                  next_ts):
+        """One split laid out by the compiled segmenter into the record
+        buffer (``self._rec``); same statistics and timestamps as
+        :meth:`_emit`.  Returns ``_RAW``, or ``[pkt]`` (passed,
+        SEGMENT_TOO_BIG) when a segment does not fit its IP length field."""
+        P = l3.l4len - l4hdr_len
+        n = -(-P // size) if P else 1
+        first = l3.l3off + len(l3.hdr) + l4hdr_len + min(size, P)
+        rec = self._rec
+        step = self._step(first, n, pkt.ts, next_ts)
+        try:
+            n, ncut, maxcap = cseg.segment_into(rec.buf, pkt.data, l3, l4hdr_len, proto, size,
+                                                self.cfg.fixed_id, pkt.ts, step, rec.mul,
+                                                rec.swap)
+        except ValueError:
+            return self._pass(pkt, Pass.SEGMENT_TOO_BIG)
+        rec.n += n
+        rec.ts = pkt.ts + (n - 1) * step
+        if maxcap > rec.maxcap:
+            rec.maxcap = maxcap
+        self._count(n, ncut, key, l3, sport, dport, pname, src, size)
+        return _RAW
+
+    def _count(self, n, ncut, key, l3, sport, dport, proto, src, size):
+        """Statistics of one split into ``n`` segments (``ncut`` cut)."""
         st = self.stats
         st.split += 1
         st.segments += n
@@ -449,17 +669,29 @@ class GSOSplitter:
         fs.source = src
         fs.size = size
 
-        ts = pkt.ts
+    def _step(self, first_len, n, ts, next_ts):
+        """ns between two segments' timestamps: the wire time of the first
+        segment's ``first_len`` bytes at ``link_rate``, capped so that the
+        last of ``n`` does not overtake ``next_ts``."""
         rate = self.cfg.link_rate
         step = 0
         if rate:
-            step = -(-frames[0][1] * 8_000_000_000 // rate)
+            step = -(-first_len * 8_000_000_000 // rate)
             if next_ts is not None:
                 gap = next_ts - ts
                 cap = gap // n if gap > 0 else 0
                 if cap < step:
                     step = cap
+        return step
 
+    def _packets(self, pkt, frames, step):
+        """Packet objects for ``frames`` (``(bytes, orig_len, csum_ok)``)
+        cut from ``pkt``: segment k stamped ``pkt.ts + k * step`` (ns),
+        with its own FCS when the interface has one; pcapng metadata: the
+        first segment keeps the comments that are not pcapgro's own; EPB
+        flags lose "TCP segmentation offloaded" (and "checksum not ready"
+        on computed checksums) and are not written when that leaves 0."""
+        ts = pkt.ts
         meta = pkt.meta
         if meta is not None:
             # pcapgro's own comments (aggregate note, restore records) describe
@@ -481,6 +713,8 @@ class GSOSplitter:
                     flags &= ~EPB_FLAG_TSO
                     if ok:
                         flags &= ~EPB_FLAG_CSUM_NOT_READY
+                if not flags:
+                    flags = None            # no flags option for 0
                 m = PacketMeta(meta.block, comments if k == 0 else [],
                                flags, list(meta.options))
             append(Packet(ts + k * step, d, ol, iface, lt, m))

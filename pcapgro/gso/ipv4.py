@@ -9,7 +9,12 @@ import struct
 
 from .reasons import Pass
 
-__all__ = ["L3", "parse"]
+__all__ = ["L3", "parse", "GSO_MAX_SIZE"]
+
+# bytes: the largest skb GSO can be handed (include/linux/netdevice.h
+# GSO_MAX_SIZE, 8 x GSO_LEGACY_MAX_SIZE, BIG TCP).  A length-0 IP header
+# whose record claims a longer datagram has contradicting lengths.
+GSO_MAX_SIZE = 524280
 
 _hdr = struct.Struct("!BBHHH")     # ver/ihl, tos, tot_len, id, frag
 _u16 = struct.Struct("!H")
@@ -33,9 +38,12 @@ class L3:
                 the final destination when a Routing header has segments
                 left, RFC 8200 8.1).
         ipid:   IPv4 identification (IPv6: 0).
+        len0:   True when the length field was 0 (TSO / BIG TCP capture):
+                the length was taken from the original frame length.
     """
 
-    __slots__ = ("family", "l3off", "hdr", "l4off", "proto", "l4len", "src", "pdst", "ipid")
+    __slots__ = ("family", "l3off", "hdr", "l4off", "proto", "l4len", "src", "pdst", "ipid",
+                 "len0")
 
     def seg_headers(self, l4lens, fixed_id):
         """The L3 header (bytes) of each segment.
@@ -64,7 +72,8 @@ def parse(data, l3off, orig_len):
                   runs to the end of the original frame).
     Returns:
         an :class:`L3`, or a :class:`Pass` reason (TRUNCATED, BAD_HEADER,
-        FRAGMENT, BAD_LENGTH).  Never raises.
+        FRAGMENT, BAD_LENGTH; RECORD_LENGTHS: total length 0 and an original
+        length beyond GSO_MAX_SIZE).  Never raises.
     """
     n = len(data)
     if n < l3off + 20:
@@ -81,6 +90,8 @@ def parse(data, l3off, orig_len):
         return Pass.FRAGMENT
     wire = orig_len - l3off
     if tot_len == 0:
+        if wire > GSO_MAX_SIZE:
+            return Pass.RECORD_LENGTHS
         l3len = wire
     elif tot_len < ihl or tot_len > wire:
         return Pass.BAD_LENGTH
@@ -98,6 +109,7 @@ def parse(data, l3off, orig_len):
     r.src = data[l3off + 12:l3off + 16]
     r.pdst = data[l3off + 16:l3off + 20]
     r.ipid = ident
+    r.len0 = tot_len == 0
     return r
 
 

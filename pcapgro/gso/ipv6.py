@@ -9,7 +9,7 @@ TCP), which is removed; payload length := segment L3 length - 40.
 
 import struct
 
-from .ipv4 import L3
+from .ipv4 import GSO_MAX_SIZE, L3
 from .reasons import Pass
 
 __all__ = ["parse", "seg_headers"]
@@ -55,7 +55,8 @@ def parse(data, l3off, orig_len):
     Returns:
         an :class:`~pcapgro.gso.ipv4.L3` (``hdr`` = fixed header +
         extension headers to copy, jumbo HBH removed), or a :class:`Pass`
-        reason (TRUNCATED, BAD_HEADER, FRAGMENT, EXT_HEADER, BAD_LENGTH).
+        reason (TRUNCATED, BAD_HEADER, FRAGMENT, EXT_HEADER, BAD_LENGTH;
+        RECORD_LENGTHS: a length-0 / jumbo datagram beyond GSO_MAX_SIZE).
         Never raises.
     """
     n = len(data)
@@ -112,6 +113,8 @@ def parse(data, l3off, orig_len):
         end = l3off + 40 + jumbo
     else:
         end = orig_len
+    if not plen and end - l3off > GSO_MAX_SIZE:
+        return Pass.RECORD_LENGTHS
     if end > orig_len or end < off:
         return Pass.BAD_LENGTH
     r = L3()
@@ -124,6 +127,7 @@ def parse(data, l3off, orig_len):
     r.src = src
     r.pdst = pdst
     r.ipid = 0
+    r.len0 = not plen
     return r
 
 

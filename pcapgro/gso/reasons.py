@@ -24,6 +24,10 @@ class Pass(str, enum.Enum):
     TRUNCATED = "truncated"        # network / transport header cut short by snaplen
     BAD_HEADER = "bad_header"      # IPv4 IHL < 5, TCP data offset < 5, version mismatch
     BAD_LENGTH = "bad_length"      # length fields inconsistent with the frame
+    RECORD_LENGTHS = "record_lengths"  # the record's lengths contradict each other:
+                                   # captured > original length, or an IP length
+                                   # field of 0 with an original length beyond
+                                   # GSO_MAX_SIZE (damage, not a super-frame)
     TUNNEL = "tunnel"              # super-frame inside VXLAN / Geneve / IP-in-IP / GRE:
                                    # tunnel GSO is not emulated, written unchanged
     FLAGS = "flags"                # TCP super-frame with SYN or RST: not segmented

@@ -55,7 +55,12 @@ class GSOStats:
         csum:       Counter: 'computed' (valid TCP/UDP checksum written on a
                     segment), 'seed_truncated' (seed left on a segment:
                     payload not captured), 'completed' (a passed packet's
-                    seed checksum completed, GSOConfig.complete_csum).
+                    seed checksum completed, GSOConfig.complete_csum),
+                    'ip_completed' (a passed packet's IPv4 header checksum
+                    of 0, IP checksum offload, completed).
+        fixed:      Counter: 'length_zero' (a packet needing no split whose
+                    IP length field was 0: lengths filled in, checksums
+                    valid; not counted in ``passed``).
         flows:      dict flow key -> FlowStats (flows that had a split).
     """
 
@@ -66,6 +71,7 @@ class GSOStats:
         self.passed = Counter()
         self.cut_segments = 0
         self.csum = Counter()
+        self.fixed = Counter()
         self.flows = {}
 
     def to_dict(self):
@@ -76,8 +82,9 @@ class GSOStats:
              "size_sources": {source: flows that used it},
              "split_by_source": {source: super-frames},
              "cut_segments": int,
+             "fixed": {"length_zero": int},
              "checksums": {"computed": int, "seed_truncated": int,
-                           "completed": int},
+                           "completed": int, "ip_completed": int},
              "flows": [FlowStats.to_dict(), ...]}   # in order of first split
         """
         by_flows = Counter()
@@ -97,23 +104,33 @@ class GSOStats:
             "size_sources": {s.value: by_flows[s] for s in order if by_flows[s]},
             "split_by_source": {s.value: by_frames[s] for s in order if by_frames[s]},
             "cut_segments": self.cut_segments,
+            "fixed": {"length_zero": self.fixed["length_zero"]},
             "checksums": {"computed": self.csum["computed"],
                           "seed_truncated": self.csum["seed_truncated"],
-                          "completed": self.csum["completed"]},
+                          "completed": self.csum["completed"],
+                          "ip_completed": self.csum["ip_completed"]},
             "flows": [f.to_dict() for f in self.flows.values()],
         }
 
     def table(self):
         """Human-readable lines (list of str) for stderr."""
         d = self.to_dict()
+        fixed = (f", {num(d['fixed']['length_zero'])} fixed"
+                 if d["fixed"]["length_zero"] else "")
         lines = [f"GSO: {count(d['packets'], 'packet')} in: {num(d['split'])} split into "
-                 f"{count(d['segments'], 'segment')}, {num(d['passed'])} passed"]
+                 f"{count(d['segments'], 'segment')}{fixed}, {num(d['passed'])} passed"]
         if d["pass_reasons"]:
             lines.append("  passed because:  " + ", ".join(
                 f"{k} {num(v)}" for k, v in sorted(d["pass_reasons"].items(), key=lambda kv: -kv[1])))
         if d["size_sources"]:
             lines.append("  segment size from: " + ", ".join(
                 f"{k} {count(v, 'flow')}" for k, v in d["size_sources"].items()))
+        if d["fixed"]["length_zero"]:
+            lines.append(f"  {count(d['fixed']['length_zero'], 'packet')} with IP length 0 "
+                         "(TSO capture) that need no split: lengths filled in, checksums valid")
+        if d["checksums"]["ip_completed"]:
+            lines.append(f"  {count(d['checksums']['ip_completed'], 'passed packet')}: IPv4 "
+                         "header checksum 0 (offload) completed")
         if d["checksums"]["completed"]:
             lines.append(f"  {count(d['checksums']['completed'], 'passed packet')}: partial (seed) "
                          "checksum completed")

@@ -80,8 +80,9 @@ def segment(data, l3, thl, mss, fixed_id):
         data:     captured bytes of the super-frame.
         l3:       its :class:`~pcapgro.gso.ipv4.L3`.
         thl:      TCP header length in bytes.
-        mss:      payload bytes per segment (gso_size), >= 1; the caller
-                  guarantees payload > mss.
+        mss:      payload bytes per segment (gso_size), >= 1; payload >
+                  mss, or any payload (0 too) <= mss for a length fix-up
+                  (one segment: lengths and checksums filled in).
         fixed_id: keep the IPv4 ID on every segment.
     Returns:
         ``(frames, ncut)``: frames = list of ``(bytes, orig_len, csum_valid)``
@@ -95,7 +96,7 @@ def segment(data, l3, thl, mss, fixed_id):
     l4off = l3.l4off
     poff = l4off + thl
     P = l3.l4len - thl
-    n = (P + mss - 1) // mss
+    n = max(1, (P + mss - 1) // mss)       # a length fix-up: one segment
     lens = [mss] * (n - 1)
     lens.append(P - mss * (n - 1))
     l4lens = [thl + L for L in lens]
@@ -108,7 +109,8 @@ def segment(data, l3, thl, mss, fixed_id):
     else:
         m = max(cap_pay, 0) // mss
     mv = memoryview(data)
-    sums = batch_sums([mv[poff + k * mss:poff + k * mss + lens[k]] for k in range(m)])
+    sums = [0] if P == 0 else batch_sums(
+        [mv[poff + k * mss:poff + k * mss + lens[k]] for k in range(m)])
 
     th = bytearray(data[l4off:poff])
     seq0 = _u32.unpack_from(th, 4)[0]

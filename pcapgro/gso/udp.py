@@ -22,8 +22,8 @@ def segment(data, l3, gso_size):
     Args:
         data:     captured bytes of the super-datagram (UDP header captured).
         l3:       its :class:`~pcapgro.gso.ipv4.L3`.
-        gso_size: payload bytes per datagram; the caller guarantees the
-                  payload is larger.
+        gso_size: payload bytes per datagram; the payload is larger, or
+                  (length fix-up, one datagram) any size up to it.
     Returns:
         ``(frames, ncut)`` as :func:`pcapgro.gso.tcp.segment` (datagrams
         whose payload was not all captured keep the pseudo-header seed in
@@ -34,7 +34,7 @@ def segment(data, l3, gso_size):
     poff = l4off + 8
     P = l3.l4len - 8
     g = gso_size
-    n = (P + g - 1) // g
+    n = max(1, (P + g - 1) // g)       # a length fix-up: one segment
     lens = [g] * (n - 1)
     lens.append(P - g * (n - 1))
     l4lens = [8 + L for L in lens]
@@ -44,7 +44,8 @@ def segment(data, l3, gso_size):
     cap_pay = min(len(data), l4off + l3.l4len) - poff
     m = n if cap_pay >= P else max(cap_pay, 0) // g
     mv = memoryview(data)
-    sums = batch_sums([mv[poff + k * g:poff + k * g + lens[k]] for k in range(m)])
+    sums = [0] if P == 0 else batch_sums(
+        [mv[poff + k * g:poff + k * g + lens[k]] for k in range(m)])
     uh = bytearray(data[l4off:poff])
     hs0 = _u16.unpack_from(uh, 0)[0] + _u16.unpack_from(uh, 2)[0]
     if l3.family == 4:

@@ -18,6 +18,8 @@ the tables in :mod:`pcapgro.jobs.options`).  Errors are raised
 
 from __future__ import annotations
 
+import os
+
 from ..errors import OptionError
 from . import files
 from .options import (MERGE_OPTIONS, SPLIT_OPTIONS, check_merge, check_split, gro_config,
@@ -115,7 +117,7 @@ def plan_split(src, dst, *, out_format=None, verify=False, explicit=False, **opt
     values, given = resolve(SPLIT_OPTIONS, options, explicit)
     check_split(values, given)
     after = _verify_after(src, dst) if verify else None
-    return Job(src, dst, _split_build(values), out_format, after)
+    return Job(src, dst, _split_build(values, src), out_format, after)
 
 
 def _merge_build(values, note):
@@ -136,14 +138,22 @@ def _merge_build(values, note):
     return build
 
 
-def _split_build(values):
+def _split_build(values, src=None):
+    """Builder of split's transform for :class:`Job`; ``src``: IN (a classic
+    pcap cannot hold restore records: aggregates in it are refused with
+    ``--restore``)."""
     def build(fmt):
         if values["restore"]:
+            from ..gso.records import classic_pcap, require_records
             from ..restore import Restorer
             r = Restorer()
-            return r.process, lambda: {"restore": dict(r.stats)}, lambda: restore_table(r.stats)
+            proc = ((lambda evs: r.process(require_records(evs)))
+                    if isinstance(src, (str, os.PathLike)) and classic_pcap(src)
+                    else r.process)
+            return proc, lambda: {"restore": dict(r.stats)}, lambda: restore_table(r.stats)
         from ..gso import GSOSplitter
-        sp = GSOSplitter(gso_config(values, annotate=fmt == "pcapng"))
+        # the TSO flag is cleared on every segment, whatever the output format
+        sp = GSOSplitter(gso_config(values, annotate=True))
         return sp.process, lambda: {"gso": sp.stats.to_dict()}, sp.stats.table
     return build
 

@@ -146,8 +146,9 @@ SPLIT_OPTIONS = (
            help="TCP segment payload size for every flow (default: per flow from the "
                 "capture: SYN MSS, gso_size recorded by pcapgro merge, largest "
                 "segment, else what fits --mtu)."),
-    Option("mtu", "--mtu", type=click.IntRange(68, 65535), default=1500, metavar="N",
-           field="mtu", help="Largest L3 length of a segment when no MSS is known."),
+    Option("mtu", "--mtu", type=click.IntRange(68, 65535), metavar="N",
+           field="mtu", help="Largest L3 length of a segment [default: 1500, used when no "
+                             "MSS is known]; given, it caps every segment size but --mss."),
     Option("gso_size", "--gso-size", type=click.IntRange(8, 65535), metavar="N",
            field="gso_size",
            help="UDP datagram payload size (UDP super-packets need it, except "

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Benchmark: pcapgro split and split --restore vs editcap copying the
+output-sized capture.
+
+Uses bench.py's generated capture (500,112 Ethernet/IPv4/TCP packets,
+cached in /tmp), merges it once with pcapgro (to classic pcap for
+``split``, to pcapng for ``split --restore``; cached beside it), then
+times, in the same run, ``editcap -F pcap`` copying the generated capture
+(what split writes back: the output-sized capture) and each split command
+(outputs on /dev/shm).  Prints the median of ``--repeat`` runs of each,
+packets/s of output, the ratio to editcap and peak RSS.
+
+Usage:
+    python3 bench/bench_split.py [--packets N] [--repeat R] [--no-c]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--packets", type=int, default=500_000)
+    ap.add_argument("--repeat", type=int, default=5, help="runs per command (median kept)")
+    ap.add_argument("--no-c", action="store_true", help="PCAPGRO_NO_C=1 for the split runs")
+    a = ap.parse_args()
+    cache = os.path.join(tempfile.gettempdir(), f"pcapgro-bench-{a.packets}-ms.pcap")
+    if not os.path.exists(cache):
+        bench.generate(cache, a.packets, "ms")
+    n = bench.count_packets(cache)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    pcapgro = [sys.executable, "-c",
+               f"import sys; sys.path.insert(0, {repo!r}); from pcapgro.cli import main; main()"]
+    merged = {}
+    for ext in ("pcap", "pcapng"):
+        m = cache[:-5] + f"-merged.{ext}"
+        if not os.path.exists(m):
+            subprocess.run(pcapgro + ["merge", "-q", cache, m], check=True)
+        merged[ext] = m
+    print(f"output-sized capture: {cache}: {n:,} packets; split input: "
+          f"{bench.count_packets(merged['pcap']):,} packets")
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    outdir = tempfile.mkdtemp(prefix="pcapgro-bench-split-", dir=shm)
+    env = dict(os.environ, PCAPGRO_NO_C="1") if a.no_c else None
+    jobs = [("editcap -F pcap (copy of the output)",
+             ["editcap", "-F", "pcap", cache, os.path.join(outdir, "e.pcap")]),
+            ("pcapgro split", pcapgro + ["split", "-q", merged["pcap"],
+                                         os.path.join(outdir, "s.pcap")]),
+            ("pcapgro split --restore", pcapgro + ["split", "--restore", "-q", merged["pcapng"],
+                                                   os.path.join(outdir, "r.pcap")])]
+    times = {name: [] for name, _ in jobs}
+    rss = {}
+    try:
+        # interleaved: each round runs every command once (load drifts)
+        for _ in range(a.repeat):
+            for name, cmd in jobs:
+                old = os.environ.copy()
+                if env and name.startswith("pcapgro"):
+                    os.environ.update(env)
+                try:
+                    rc, dt, r = bench.timed(cmd)
+                finally:
+                    os.environ.clear()
+                    os.environ.update(old)
+                if rc != 0:
+                    raise SystemExit(f"{name}: exit status {rc}")
+                times[name].append(dt)
+                rss[name] = max(rss.get(name, 0), r)
+    finally:
+        shutil.rmtree(outdir, ignore_errors=True)
+    ref = None
+    print(f"{'command':40} {'median s':>9} {'pkt/s out':>12} {'vs editcap':>10} {'peak RSS':>9}")
+    for name, _ in jobs:
+        med = statistics.median(times[name])
+        rate = n / med
+        if ref is None:
+            ref = rate
+        print(f"{name:40} {med:9.3f} {rate:12,.0f} {rate / ref:9.2f}x {rss[name] / 1024:6.0f} MiB")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""split list in, list out (``GSOSplitter.transform_batches``).
+
+The pipeline hands the reader's batches in whole: lists of events, or, from
+classic pcap, ``RecordChunk`` objects (records not yet made into Packets).
+Without raw output (``GSOSplitter.raw_out`` False, or no compiled
+segmenter) the batches are flattened into events for
+:meth:`GSOSplitter.process`.  With it, each chunk's records are split one
+by one in input order (the next record's time bounds the segments'
+timestamps, as in ``process``) and the output is laid out as pcap records
+in the input's format (:class:`pcapgro.gso.cseg.RecordOut`): a record
+passed unchanged is copied verbatim, a changed one is encoded, and a
+super-frame's segments are written by the compiled segmenter.
+"""
+
+from ..errors import DamagedInput
+from ..record import Packet
+from . import cseg
+from .engine import _RAW
+
+__all__ = ["transform_batches"]
+
+BATCH = 1024
+
+
+def _flatten(batches):
+    for b in batches:
+        if getattr(b, "lazy", False):
+            yield from cseg.chunk_packets(b)
+        else:
+            yield from b
+
+
+def _lists(events):
+    out = []
+    try:
+        for ev in events:
+            out.append(ev)
+            if len(out) >= BATCH:
+                yield out
+                out = []
+    except DamagedInput:
+        # everything before the damage goes out before the error does
+        if out:
+            yield out
+        raise
+    if out:
+        yield out
+
+
+def transform_batches(sp, batches):
+    """Split the events of ``batches`` (iterable of lists / RecordChunks)
+    with GSOSplitter ``sp``; yields lists of events (Packets, other events,
+    :class:`~pcapgro.record.RawRecords`).
+
+    Raises:
+        what :meth:`GSOSplitter.process` raises; DamagedInput after
+        everything before the damage has been yielded.
+    """
+    if not (sp.raw_out and cseg.available()):
+        yield from _lists(sp.process(_flatten(batches)))
+        return
+    st = _RawState(sp)
+    try:
+        for b in batches:
+            if getattr(b, "lazy", False) and b.hl == 16:
+                st.chunk(b)
+            else:
+                for ev in (cseg.chunk_packets(b) if getattr(b, "lazy", False) else b):
+                    st.event(ev)
+            out = st.take()
+            if out:
+                yield out
+    except DamagedInput:
+        st.flush()
+        out = st.take()
+        if out:
+            yield out
+        raise
+    st.flush()
+    out = st.take()
+    if out:
+        yield out
+    sp._finish()
+
+
+class _RawState:
+    """The record path's state across chunks: the packet held until the
+    next one's time is known, the record buffer, the output list."""
+
+    def __init__(self, sp):
+        self.sp = sp
+        self.held = None        # Packet whose split waits for the next time
+        self.held_rec = None    # (memoryview, data offset) of its verbatim record
+        self.rec = None         # cseg.RecordOut (also sp._rec) while records are laid out
+        self.out = []
+
+    def _open(self, byteorder, mul):
+        swap = byteorder != cseg.NATIVE_BO
+        r = self.rec
+        if r is None or r.mul != mul or r.swap != swap:
+            self._close()
+            r = self.rec = cseg.RecordOut(byteorder, mul, swap)
+        self.sp._rec = r
+
+    def _close(self):
+        """Records laid out so far go to the output list; Packets next."""
+        if self.rec is not None:
+            raw = self.rec.take()
+            if raw is not None:
+                self.out.append(raw)
+        self.rec = None
+        self.sp._rec = None
+
+    def _emit(self, next_ts):
+        """Split the held packet (into the record buffer when one is open)."""
+        p = self.held
+        self.held = None
+        res = self.sp.split(p, next_ts)
+        if res is _RAW:
+            return
+        r = self.rec
+        if r is None:
+            self.out.extend(res)
+        elif len(res) == 1 and res[0] is p and self.held_rec is not None:
+            mv, off = self.held_rec
+            r.record(mv, off, len(p.data), p.ts)
+        else:
+            for q in res:
+                r.packet(q)
+
+    def chunk(self, lb):
+        """Split every record of RecordChunk ``lb``."""
+        lb.columns()
+        offs, caps, origs, tss, mv = lb.off, lb.cap, lb.orig, lb.ts, lb.mv
+        lt = lb.linktype
+        if self.held is not None:
+            self._emit(tss[0] if tss else None)
+        self._open(lb.byteorder, lb.mul)
+        emit = self._emit
+        run = self.sp._passed_run(lb)
+        flat = run is not None          # untagged Ethernet, no FCS, the flat path on
+        sup = self.sp._super_tcp4_raw
+        n = len(lb)
+        i = 0
+        while i < n:
+            j, maxcap = run(i) if run is not None else (i, 0)
+            if j > i:
+                # records passed unchanged, stateless: copied as they are
+                if self.held is not None:
+                    emit(tss[i])
+                self.rec.run(mv, offs[i] - 16, offs[j - 1] + caps[j - 1], j - i, maxcap,
+                             tss[j - 1])
+                self.sp._count_passed(j - i)
+                i = j
+                continue
+            s = offs[i]
+            t = tss[i]
+            if self.held is not None:
+                emit(t)
+            if flat and i + 1 < n and sup(mv, s, caps[i], origs[i], t, tss[i + 1]):
+                i += 1
+                continue
+            self.held = Packet(t, mv[s:s + caps[i]].tobytes(), origs[i], 0, lt, None)
+            self.held_rec = (mv, s)
+            i += 1
+        # the reader may reuse the chunk's buffer: the held record is
+        # encoded, not copied, when it is split later
+        self.held_rec = None
+
+    def event(self, ev):
+        """One event of a list batch."""
+        if type(ev) is Packet:
+            if self.held is not None:
+                self._emit(ev.ts)
+            self._close()
+            self.held = ev
+            self.held_rec = None
+            return
+        self.flush()
+        self._close()
+        self.out.extend(self.sp._drain([ev]))
+
+    def flush(self):
+        """Split the held packet, with no next time known."""
+        if self.held is not None:
+            self._emit(None)
+
+    def take(self):
+        """The output list so far (records closed first)."""
+        self._close()
+        out, self.out = self.out, []
+        return out

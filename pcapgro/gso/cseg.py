@@ -1,0 +1,169 @@
+"""The compiled segmenter (``pcapgro._gso``, ``pcapgro/_gso.c``) and the
+classic-pcap record path of ``split`` that uses it.
+
+When split reads classic pcap and writes classic pcap in the same byte
+order and resolution (the pipeline sets ``GSOSplitter.raw_out``), the
+reader's chunks of records go in whole (``RecordChunk``) and out go
+:class:`~pcapgro.record.RawRecords`: records passed unchanged are copied
+verbatim, and the segments of a super-frame are laid out by the compiled
+segmenter straight into the output buffer (no Packet object per segment).
+Every decision (which packets are split, the segment size, timestamps,
+statistics) is the Python engine's (:mod:`pcapgro.gso.engine`); the C code
+writes the same bytes as :func:`pcapgro.gso.tcp.segment` /
+:func:`pcapgro.gso.udp.segment` (tests/test_gso_cseg.py runs both).
+
+The extension is optional (built by ``setup.py`` when a C compiler is
+there); ``PCAPGRO_NO_C=1`` in the environment turns it off: then the
+Python segmenter runs (same output, slower).
+"""
+
+import os
+import struct
+
+from ..checksum import pseudo_sum_v4, pseudo_sum_v6
+from ..record import RawRecords
+
+NATIVE_BO = "<" if __import__("sys").byteorder == "little" else ">"
+
+try:
+    from .. import _gso
+except ImportError:         # built without a C compiler
+    _gso = None
+
+__all__ = ["available", "segment_into", "segment_tcp4", "RecordOut", "passed_run",
+           "chunk_packets"]
+
+
+def available():
+    """True when the compiled segmenter is built and not turned off by
+    ``PCAPGRO_NO_C``."""
+    return _gso is not None and not os.environ.get("PCAPGRO_NO_C")
+
+
+def segment_into(out, data, l3, l4hdr_len, proto, mss, fixed_id, ts, step, mul, swap):
+    """Append the segments of one super-frame to ``out`` as pcap records.
+
+    Args:
+        out:       bytearray, the records laid out so far.
+        data:      captured bytes of the super-frame.
+        l3:        its :class:`~pcapgro.gso.ipv4.L3`.
+        l4hdr_len: TCP header length in bytes (UDP: 8).
+        proto:     6 or 17.
+        mss:       payload bytes per segment (gso_size).
+        fixed_id:  TCP: keep the IPv4 ID on every segment.
+        ts, step:  ns; segment k is stamped ``ts + k * step``.
+        mul:       ns per timestamp fraction unit of the records (1000: us).
+        swap:      record headers in the non-native byte order.
+    Returns:
+        ``(n, ncut, maxcap)``: segments written, of those not all captured
+        (checksum seed left), largest captured length in bytes.
+    Raises:
+        ValueError: a segment does not fit its IP length field.
+    """
+    if l3.family == 4:
+        ps = pseudo_sum_v4(l3.src, l3.pdst, proto, 0)
+    else:
+        ps = pseudo_sum_v6(l3.src, l3.pdst, proto, 0)
+    return _gso.segment(out, data, l3.l3off, l3.hdr, l3.family, l3.ipid, fixed_id, l3.l4off,
+                        l4hdr_len, proto, l3.l4len - l4hdr_len, mss, ps, ts, step, mul, swap)
+
+
+def segment_tcp4(out, frame, mss, fixed_id, psum, ts, step, mul, swap):
+    """:func:`segment_into` for an untagged Ethernet / IPv4 (no options) /
+    TCP frame captured in full (``frame``: bytes-like, its TCP header
+    length read from it); ``psum``: pseudo-header sum without the
+    length."""
+    thl = (frame[46] >> 4) << 2
+    ident = (frame[18] << 8) | frame[19]
+    tot = (frame[16] << 8) | frame[17]
+    return _gso.segment(out, frame, 14, frame[14:34], 4, ident, fixed_id, 34, thl, 6,
+                        tot - 20 - thl, mss, psum, ts, step, mul, swap)
+
+
+# _gso.segment itself (see pcapgro/_gso.c), for callers that have the header
+# fields at hand; None without the extension
+segment = _gso.segment if _gso is not None else None
+
+
+class RecordOut:
+    """The output records of one chunk, laid out in the input's format.
+
+    Attributes:
+        buf:    bytearray of records (16-byte header + frame each).
+        n:      records in ``buf``.
+        maxcap: largest captured length among them, bytes.
+        mul:    ns per timestamp fraction unit (1000 for microsecond pcap).
+        swap:   True when the headers are in the non-native byte order.
+        ts:     time (ns) of the last record written.
+    """
+
+    __slots__ = ("buf", "n", "maxcap", "mul", "swap", "ts", "_hdr")
+
+    def __init__(self, byteorder, mul, swap):
+        self.buf = bytearray()
+        self.n = 0
+        self.maxcap = 0
+        self.mul = mul
+        self.swap = swap
+        self.ts = 0
+        self._hdr = struct.Struct(byteorder + "IIII").pack
+
+    def packet(self, p):
+        """Append Packet ``p`` as one record."""
+        d = p.data
+        n = len(d)
+        ts = p.ts
+        self.buf += self._hdr(ts // 1000000000, ts % 1000000000 // self.mul, n, p.orig_len)
+        self.buf += d
+        self.n += 1
+        self.ts = ts
+        if n > self.maxcap:
+            self.maxcap = n
+
+    def record(self, mv, start, cap, ts):
+        """Append the record whose data (``cap`` bytes) starts at ``start``
+        of memoryview ``mv`` (its 16-byte header before it), verbatim."""
+        self.buf += mv[start - 16:start + cap]
+        self.n += 1
+        self.ts = ts
+        if cap > self.maxcap:
+            self.maxcap = cap
+
+    def run(self, mv, a, b, n, maxcap, ts):
+        """Append ``n`` verbatim records, bytes ``a..b`` of memoryview
+        ``mv``, the largest ``maxcap`` bytes captured, the last at ``ts``."""
+        self.buf += mv[a:b]
+        self.n += n
+        self.ts = ts
+        if maxcap > self.maxcap:
+            self.maxcap = maxcap
+
+    def take(self):
+        """The records so far as a RawRecords (None when there are none);
+        starts a new buffer."""
+        if not self.n:
+            return None
+        r = RawRecords(self.buf, self.n, self.maxcap, self.ts)
+        self.buf = bytearray()
+        self.n = 0
+        self.maxcap = 0
+        return r
+
+
+def passed_run(lb, mtu, complete):
+    """``f(i) -> (end, maxcap)``: the run of records of RecordChunk ``lb``
+    from ``i`` that split passes unchanged with no flow state (see
+    ``scan_passed`` in _gso.c), or None without the extension."""
+    if not available():
+        return None
+    scan = _gso.scan_passed
+    buf, recs, swap = lb.buf, lb.recs, lb.byteorder != NATIVE_BO
+    if type(recs) is not list:
+        recs = list(recs)
+    return lambda i: scan(buf, recs, i, swap, mtu, complete)
+
+
+def chunk_packets(lb):
+    """The Packets of RecordChunk ``lb`` (the path without raw output)."""
+    lb.columns()
+    return [lb.packet(i) for i in range(len(lb))]
