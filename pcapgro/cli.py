@@ -434,7 +434,8 @@ def _gro_build(opts, quiet):
             poll_gap_ns=opts["poll_gap"], gro_flush_timeout=opts["gro_flush_timeout"],
             hash=opts["hash"], udp=opts["udp"], fraglist=opts["fraglist"],
             local_ports=frozenset(opts["local_port"]), vlan_gro=not opts["no_vlan_gro"],
-            annotate=fmt == "pcapng")
+            vxlan_ports=frozenset(opts["vxlan_port"]),
+            geneve_ports=frozenset(opts["geneve_port"]), annotate=fmt == "pcapng")
         if opts["gso"]:
             from .forward import Forwarder
             fwd = Forwarder(cfg, egress_mtu=opts["egress_mtu"], router=not opts["bridge"])
@@ -483,6 +484,11 @@ Examples:
               help="rx-gro-list on: forwarded TCP and UDP flows use fraglist GRO.")
 @click.option("--local-port", type=click.IntRange(0, 65535), multiple=True, metavar="PORT",
               help="Flows to PORT have a local socket (repeatable).")
+@click.option("--vxlan-port", type=click.IntRange(0, 65535), multiple=True, metavar="PORT",
+              help="The receiver has a VXLAN socket on UDP PORT (4789; repeatable): "
+                   "VXLAN frames to it merge by their inner flow.  Off by default.")
+@click.option("--geneve-port", type=click.IntRange(0, 65535), multiple=True, metavar="PORT",
+              help="The receiver has a Geneve socket on UDP PORT (6081; repeatable).")
 @click.option("--no-vlan-gro", is_flag=True,
               help="No VLAN GRO handler (a kernel built without CONFIG_VLAN_8021Q): "
                    "802.1Q/802.1ad-tagged frames pass unmerged.")
