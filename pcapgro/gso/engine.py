@@ -200,21 +200,22 @@ class GSOSplitter:
             return self._tcp(pkt, l3, next_ts)
         if proto == 17:
             return self._udp(pkt, l3, next_ts)
-        if proto in TUNNEL_PROTOS and max(len(l3.hdr) + l3.l4len, pkt.orig_len - fcs
-                                          - l3off) > self.cfg.mtu:
-            return self._tunnel(pkt, l3, next_ts)
+        if proto in TUNNEL_PROTOS:
+            big = max(len(l3.hdr) + l3.l4len, pkt.orig_len - fcs - l3off) > self.cfg.mtu
+            if big or self.cfg.mss:
+                return self._tunnel(pkt, l3, next_ts, Pass.TUNNEL if big else Pass.NO_HANDLER)
         return self._pass(pkt, Pass.NO_HANDLER)
 
     # ------------------------------------------------------------ internals
 
-    def _tunnel(self, pkt, l3, next_ts):
+    def _tunnel(self, pkt, l3, next_ts, reason):
         """A tunnelled super-frame: cut by :mod:`pcapgro.gso.tunnel`, else
-        passed ("tunnel")."""
+        passed for ``reason``."""
         if self._fcs and (self._fcs != ETH_FCS or pkt.linktype != 1):
             return self._pass(pkt, Pass.FCS)
         rec = recorded_gso_size(pkt.meta)
         out = tunnel.split(self, pkt, l3, next_ts, rec if rec else 0, _Flow)
-        return out if out is not None else self._pass(pkt, Pass.TUNNEL)
+        return out if out is not None else self._pass(pkt, reason)
 
     def _drain(self, pending):
         fcs = self.fcs
@@ -422,7 +423,7 @@ class GSOSplitter:
             # GSO_PARTIAL: the headers say one segment, the frame holds many
             if max(l3len, pkt.orig_len - self._fcs - l3.l3off) > cfg.mtu or (
                     g is not None and P > g):
-                return self._tunnel(pkt, l3, next_ts)
+                return self._tunnel(pkt, l3, next_ts, Pass.TUNNEL)
             tunnel.split(self, pkt, l3, next_ts, 0, _Flow)   # notes an inner SYN's MSS
             return self._pass(pkt, Pass.SMALL)
         if g is None:

@@ -170,8 +170,10 @@ def split(sp, pkt, l3, next_ts, recorded, flow_cls):
             sp.flows.setdefault(key, flow_cls()).syn_mss = m
     P = inner.l4len - thl
     got = _mss(sp, l3, inner, thl, key, recorded)
-    if not big or got is None or P <= got[0] or flags & (tcp.SYN | tcp.RST):
+    if got is None or P <= got[0] or flags & (tcp.SYN | tcp.RST):
         return None
+    if not big and got[1] is SizeSource.MTU:
+        return None                     # fits: not a super-frame
     mss, src = got
     res = tcp.segment(data, inner, thl, mss, sp.cfg.fixed_id)
     if res is None:
