@@ -83,7 +83,7 @@ def inner_receive(napi, seg, kind, et, l3off, same, mac=None, csum_at=None):
     l4 = inet_offload(inner.proto)
     if l4.tunnel is not None:
         # encap_mark is set: a second tunnel level is not merged
-        inner.outer = True
+        inner.outer = _ENCAP_MARK
         r = l4.tunnel(napi, inner)
         if r is not inner:
             return Pass.TUNNEL_NESTED if type(r) is Seg else r
@@ -105,6 +105,9 @@ def inner_receive(napi, seg, kind, et, l3off, same, mac=None, csum_at=None):
 
 
 _IPXIP = ("ipip", "sit", "ip4ip6", "ip6ip6")
+# what ``Seg.outer`` holds while the inner level's own tunnel callback is
+# asked (it only checks that the mark is set)
+_ENCAP_MARK = Outer()
 
 
 def _outer_checksum(napi, o, hdr, d, tlen, psum, cut):
