@@ -82,3 +82,22 @@ def test_merge_then_split_gives_the_segments_back():
     assert len(merged) == 1
     out, st = split(merged)
     assert [p.data for p in out] == [p.data for p in wire]
+
+
+def test_inner_syn_mss_decides_the_size():
+    """An inner SYN's MSS option (seen inside the tunnel) is the gso_size
+    of its flow's super-frames, as for plain TCP."""
+    from pktbuild import mss_option
+    t, f = Tunnel("vxlan"), Flow(4, ipid=5)
+    syn = t.wrap(f.pkt(-1, 0, flags=0x02, options=mss_option(1000)))
+    sup = t.wrap(f.pkt(0, 3000))
+    out, st = split([syn, sup])
+    assert out[0].data == syn.data
+    assert [len(p.data) - 14 - 50 - 40 for p in out[1:]] == [1000, 1000, 1000]
+
+
+def test_mss_option_cuts_frames_under_the_mtu():
+    """--mss cuts a tunnelled segment longer than it, as for plain TCP."""
+    sup = Tunnel("vxlan").wrap(Flow(4).pkt(0, 1200))
+    out, st = split([sup], mss=600)
+    assert len(out) == 2 and st.split == 1

@@ -424,8 +424,9 @@ class GSOSplitter:
             if max(l3len, pkt.orig_len - self._fcs - l3.l3off) > cfg.mtu or (
                     g is not None and P > g):
                 return self._tunnel(pkt, l3, next_ts, Pass.TUNNEL)
-            tunnel.split(self, pkt, l3, next_ts, 0, _Flow)   # notes an inner SYN's MSS
-            return self._pass(pkt, Pass.SMALL)
+            # notes an inner SYN's MSS; cuts only with --mss (as plain TCP)
+            out = tunnel.split(self, pkt, l3, next_ts, 0, _Flow)
+            return out if out is not None else self._pass(pkt, Pass.SMALL)
         if g is None:
             if l3len > cfg.mtu:
                 raise UnusableInput(

@@ -24,8 +24,9 @@ class Pass(str, enum.Enum):
     TRUNCATED = "truncated"        # network / transport header cut short by snaplen
     BAD_HEADER = "bad_header"      # IPv4 IHL < 5, TCP data offset < 5, version mismatch
     BAD_LENGTH = "bad_length"      # length fields inconsistent with the frame
-    TUNNEL = "tunnel"              # super-frame inside VXLAN / Geneve / IP-in-IP / GRE:
-                                   # tunnel GSO is not emulated, written unchanged
+    TUNNEL = "tunnel"              # super-frame inside VXLAN / Geneve / IP-in-IP / GRE
+                                   # that tunnel GSO (gso/tunnel.py) does not cut: UDP
+                                   # inside, a second level, GRE seq: written unchanged
     FLAGS = "flags"                # TCP super-frame with SYN or RST: not segmented
     SEGMENT_TOO_BIG = "segment_too_big"  # a segment would not fit the IP length field
     FCS = "fcs"                    # super-frame or seed ending in an FCS that is not
