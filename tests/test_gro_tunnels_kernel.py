@@ -14,9 +14,13 @@ tests only.)  pcapgro must give the same frames with ``--vxlan-port 4789 --genev
 6081 --csum kernel``.
 """
 
+from pathlib import Path
+
 import pytest
 
 import kernel_oracle as ko
+from pcapgro.capture import open_reader
+from pcapgro.record import Packet
 from pktbuild import Flow
 from tunnelbuild import Tunnel
 
@@ -101,6 +105,30 @@ def _cases():
     f = Flow(4, ipid="inc")
     c["vxlan_in_ipip"] = [outer.wrap(vx.wrap(f.pkt(i * 1000, 1000))).data for i in range(6)]
     return c
+
+
+def _iperf3_inner(n=200):
+    """The inner Ethernet frames of the real iperf3 flow in
+    tests/data/vxlan4-bulk-wire.pcap (behind 50 bytes of outer headers)."""
+    r = open_reader(Path(__file__).parent / "data" / "vxlan4-bulk-wire.pcap")
+    try:
+        return [Packet(0, bytes(ev.data[50:]), len(ev.data) - 50)
+                for ev in r if type(ev) is Packet][:n]
+    finally:
+        r.close()
+
+
+def test_real_flow_in_gre_and_ipip_matches_the_kernel(oracle):
+    """A real iperf3 flow (PSH segments, timestamp changes, pure ACKs of
+    the control connection) re-encapsulated in GRE with a key and in IPIP,
+    replayed: the kernel's GRE and IPIP GRO and pcapgro agree."""
+    inner = _iperf3_inner()
+    named = [("gre_key_iperf3", [Tunnel("gre", gre_key=7).wrap(p).data for p in inner]),
+             ("ipip_iperf3", [Tunnel("ipip").wrap(p).data for p in inner])]
+    res = ko.check_cases(oracle, [c for _, c in named], [n for n, _ in named],
+                         csum="kernel", **CFG)
+    bad = [r for r in res if r.status != "ok"]
+    assert not bad, ko.report(res)
 
 
 def test_tunnel_gro_matches_the_kernel(oracle):
