@@ -16,10 +16,11 @@ through untouched.
 
 import struct
 
-__all__ = ["ETH_P_IP", "ETH_P_IPV6", "network_layer", "LINKTYPE_NAMES"]
+__all__ = ["ETH_P_IP", "ETH_P_IPV6", "ETH_P_TEB", "network_layer", "LINKTYPE_NAMES"]
 
 ETH_P_IP = 0x0800
 ETH_P_IPV6 = 0x86DD
+ETH_P_TEB = 0x6558        # transparent Ethernet bridging (an Ethernet frame inside GRE/Geneve)
 _VLAN_TPIDS = (0x8100, 0x88A8)
 
 LINKTYPE_NULL = 0

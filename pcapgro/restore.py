@@ -506,6 +506,13 @@ def _transport(linktype, data):
     l3off, et, _ = network_layer(linktype, data)
     if l3off is None:
         return None
+    return _l3_payload_offset(data, l3off, et, True)
+
+
+def _l3_payload_offset(data, l3off, et, outer):
+    """:func:`payload_offset` from the IP header at ``l3off`` (EtherType
+    ``et``); with ``outer``, one tunnel level (VXLAN, Geneve, GRE, IP-in-IP:
+    :func:`pcapgro.gso.tunnel.locate`) is walked to the inner TCP flow."""
     n = len(data)
     if et == ETH_P_IP:
         if n < l3off + 20:
@@ -521,6 +528,13 @@ def _transport(linktype, data):
             if n < off + 8:
                 return None
             nh, off = data[off], off + ((data[off + 1] + 1) << 3)
+    if outer and nh in (4, 17, 41, 47):
+        from .gso.tunnel import locate      # here: pcapgro.gso imports this module
+        t = locate(data, _Where(nh, off))
+        if t is not None:
+            r = _l3_payload_offset(data, t[2], t[3], False)
+            if r is not None:
+                return r
     if nh == 6:
         if n < off + 20:
             return None
@@ -530,6 +544,17 @@ def _transport(linktype, data):
     else:
         return None
     return (l3off, et, nh, off) if off <= n else None
+
+
+class _Where:
+    """The two fields of an outer L3 that :func:`pcapgro.gso.tunnel.locate`
+    reads: transport protocol and offset."""
+
+    __slots__ = ("proto", "l4off")
+
+    def __init__(self, proto, l4off):
+        self.proto = proto
+        self.l4off = l4off
 
 
 def own_comment(c):

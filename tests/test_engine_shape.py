@@ -8,7 +8,7 @@ import pcapgro.gro as gro
 from pcapgro.gro import offload
 
 GRO = pathlib.Path(gro.__file__).parent
-PROTOCOLS = {"ipv4", "ipv6", "tcp", "udp"}
+PROTOCOLS = {"ipv4", "ipv6", "tcp", "udp", "gre", "ipip", "udp_tunnel"}
 CORE = ("core.py", "complete.py", "annotate.py", "payload.py", "offload.py")
 
 
@@ -33,7 +33,10 @@ def test_protocols_registered_in_the_offload_table():
     assert {offload.l3_offload(4).name, offload.l3_offload(6).name} == {"ipv4", "ipv6"}
     assert offload.inet_offload(6).name == "tcp"
     assert offload.inet_offload(17).name == "udp"
-    assert offload.inet_offload(47) is None
+    assert offload.inet_offload(47).name == "gre"
+    assert offload.inet_offload(4).name == offload.inet_offload(41).name == "ipip"
+    assert offload.inet_offload(17).tunnel is not None      # VXLAN, Geneve sockets
+    assert offload.inet_offload(50) is None
 
 
 def test_no_function_over_80_lines():

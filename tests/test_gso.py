@@ -242,14 +242,41 @@ def test_bigtcp_hbh_removed():
         assert struct.unpack_from("!H", p.data, 18)[0] == len(p.data) - 54
 
 
-@pytest.mark.parametrize("name", ["tcpdump/gso-ipv4-vxlan-ipv4.pcap",
-                                  "tcpdump/gso-ipv6-geneve-ipv6.pcap"])
-def test_tunnel_passes_unchanged(name):
+@pytest.mark.parametrize("name,fam", [("tcpdump/gso-ipv4-vxlan-ipv4.pcap", 4),
+                                      ("tcpdump/gso-ipv6-geneve-ipv6.pcap", 6)])
+def test_tunnel_super_frame_is_cut(name, fam):
+    """A VM's TSO super-frame inside VXLAN / Geneve (inner checksum and the
+    outer UDP checksum partial): tunnel GSO cuts it into MTU-sized frames
+    (inner MSS 1398 / 1358 = what fits 1500 with every header), outer and
+    inner lengths, outer IPv4 ID + k, every checksum valid; PSH on the last
+    inner segment only (issue 23)."""
     (sup,) = read_packets(PUBLIC / name)
     out, st = split(PUBLIC / name)
-    assert len(out) == 1 and out[0].data == sup.data and out[0].orig_len == sup.orig_len
-    assert st.passed == {Pass.TUNNEL: 1}
-    assert st.to_dict()["pass_reasons"] == {"tunnel": 1}
+    assert st.split == 1 and st.passed == {}
+    assert [len(p.data) for p in out] == [1514] * 5
+    mss = 1398 if fam == 4 else 1358
+    seqs = []
+    for k, p in enumerate(out):
+        d = p.data
+        if fam == 4:
+            assert struct.unpack_from("!HH", d, 16) == (1500, (0x30e8 + k) & 0xFFFF)
+            assert struct.unpack_from("!H", d, 38)[0] == 1480          # outer UDP length
+            inner = 14 + 20 + 8 + 8 + 14
+        else:
+            assert struct.unpack_from("!H", d, 18)[0] == 1460
+            assert struct.unpack_from("!H", d, 58)[0] == 1460
+            inner = 14 + 40 + 8 + 8 + 14
+        tcp_off = inner + (20 if fam == 4 else 40)
+        seqs.append(struct.unpack_from("!I", d, tcp_off + 4)[0])
+        assert bool(d[tcp_off + 13] & 0x08) == (k == 4)
+        assert d[:inner - 14 - 8 - 8 - (20 if fam == 4 else 40)] == sup.data[:14]
+    assert [b - a for a, b in zip(seqs, seqs[1:])] == [mss] * 4
+    if shutil.which("tshark"):
+        r = subprocess.run(["tshark", "-r", "-", "-o", "tcp.check_checksum:TRUE", "-o",
+                            "udp.check_checksum:TRUE", "-T", "fields", "-e",
+                            "udp.checksum.status", "-e", "tcp.checksum.status"],
+                           input=_pcap(out), capture_output=True)
+        assert r.stdout.decode().split() == ["1"] * 10
 
 
 @pytest.mark.parametrize("name", ["packetnet/LinuxCookedCapture.pcap",
@@ -297,3 +324,12 @@ def test_split_takes_gso_size_from_pcapgro_aggregates(tmp_path):
     kept, got, src = _recorded_roundtrip(tmp_path, KERNEL / "tcp4-bulk-wire.pcap", [],
                                          ["--mtu", "9000"], keep=no_syn)
     assert got == kept and src == {"recorded": 1}
+
+
+def _pcap(pkts):
+    """Classic pcap bytes (microseconds, Ethernet) of ``pkts``."""
+    out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1)]
+    for p in pkts:
+        out.append(struct.pack("<IIII", p.ts // 10**9, p.ts % 10**9 // 1000, len(p.data),
+                               p.orig_len) + bytes(p.data))
+    return b"".join(out)

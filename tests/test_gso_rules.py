@@ -317,7 +317,8 @@ def test_syn_super_frame_passes():
 
 
 def test_tunnel_ports_pass():
-    inner = eth(ipv4(6, tcp_hdr() + payload(4000)))
+    """A UDP super-datagram inside VXLAN: tunnel GSO cuts inner TCP only."""
+    inner = eth(ipv4(17, udp_hdr(length=8 + 4000) + payload(4000)))
     vx = b"\x08\0\0\0\0\x13\x89\0" + inner
     f = eth(ipv4(17, udp_hdr(dport=4789, length=8 + len(vx)) + vx))
     p = pkt(f)

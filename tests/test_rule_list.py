@@ -24,6 +24,7 @@ from pcapgro.gro.rules import RULES
 from pcapgro.record import Interface, Packet, Section
 
 from pktbuild import ACK, CWR, FIN, PSH, Flow, arp_frame, frag6, ts_option
+from tunnelbuild import Tunnel
 
 T0 = 1_700_000_000 * 10**9
 US = 1_000
@@ -75,12 +76,21 @@ def _two(f, second, first=None):
 
 
 F4 = lambda **kw: Flow(4, **kw)     # noqa: E731
+VX = dict(vxlan_ports=frozenset({4789}), geneve_ports=frozenset({6081}))
+
+
+def _tun(kind, n=3, plen=100, inner=None, each=None, **tkw):
+    """``n`` segments of an inner flow inside a ``kind`` tunnel; ``each(i)``
+    gives the outer overrides of segment i."""
+    t = Tunnel(kind, **tkw)
+    f = inner or Flow(4, ipid="inc")
+    return [t.wrap(f.pkt(i * plen, plen), **(each(i) if each else {})) for i in range(n)]
 GAP = "gap"                         # a marker: the next packet comes after a poll gap
 
 CASES = {
     "engine.not_ip": lambda: ([Packet(0, arp_frame(), len(arp_frame()))], {}),
     "engine.no_vlan_handler": lambda: (_bulk(F4(vlans=[(0x8100, 5)])), dict(vlan_gro=False)),
-    "ipv4.no_handler": lambda: ([_poke(F4().pkt(0, 100), 23, b"\x2f")], {}),
+    "ipv4.no_handler": lambda: ([_poke(F4().pkt(0, 100), 23, b"\x32")], {}),
     "ipv4.options": lambda: (_bulk(F4(), ip_options=b"\x01\x01\x01\x00"), {}),
     "ipv4.fragment": lambda: (_bulk(F4(), mf=True), {}),
     "ipv4.bad_header_csum": lambda: (_bulk(F4(), ip_csum="bad"), {}),
@@ -132,6 +142,20 @@ CASES = {
     "udp.segment_limit": lambda: (_udp(F4(), 66), dict(udp="gro")),
     "udp.size_limit": lambda: (_udp(F4(), 4), dict(udp="gro", gro_max_size=300)),
     "udp.l3_flush": lambda: ([F4().udp(100), F4().udp(100, evil=True)], dict(udp="gro")),
+    "tunnel.nested": lambda: ([Tunnel("ipip").wrap(p) for p in _tun("vxlan")], VX),
+    "tunnel.inner_no_handler": lambda: ([Tunnel("vxlan").wrap(Packet(0, arp_frame(),
+                                                                      len(arp_frame())))], VX),
+    "tunnel.outer_ttl_changed": lambda: (_tun("gre", each=lambda i: {"ttl": 9 + (i > 1)}), {}),
+    "tunnel.outer_tos_changed": lambda: (_tun("ipip", each=lambda i: {"tos": 4 * (i > 1)}), {}),
+    "tunnel.outer_df_changed": lambda: (_tun("vxlan", each=lambda i: {"df": i > 1}), VX),
+    "tunnel.outer_ip_id": lambda: (_tun("vxlan", each=lambda i: {"ident": 5 + 3 * i}), VX),
+    "vxlan.bad_outer_udp_csum": lambda: (_tun("vxlan", udp_csum="valid",
+                                              each=lambda i: {"csum": 0x1234 + i}), VX),
+    "vxlan.truncated": lambda: ([_cut(p, 14 + 20 + 8 + 4) for p in _tun("vxlan")], VX),
+    "geneve.header": lambda: (_tun("geneve", geneve_ver=1), VX),
+    "gre.flags": lambda: (_tun("gre", gre_flags=0x1000), {}),
+    "gre.bad_csum": lambda: (_tun("gre", gre_csum=True, each=lambda i: {"csum": 0x1234 + i}),
+                             {}),
     "core.bucket_full": lambda: ([Flow(4, sport=1000 + i).pkt(0, 100) for i in range(9)],
                                  dict(hash="none")),
     "core.poll_end": lambda: (_bulk(F4(), 2) + [GAP, F4().pkt(200, 100)], {}),

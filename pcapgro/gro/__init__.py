@@ -4,7 +4,7 @@ Importing the package registers every protocol module in the offload table
 (:mod:`pcapgro.gro.offload`), as the kernel's init calls do.
 """
 
-from . import ipv4, ipv6, tcp, udp  # noqa: F401  (register their offloads)
+from . import gre, ipip, ipv4, ipv6, tcp, udp, udp_tunnel  # noqa: F401  (register their offloads)
 from .config import GROConfig
 from .engine import GROEngine
 from .flush import Flush, Pass

@@ -11,6 +11,7 @@ valid (``--csum valid``, what a capture tool can show as good).
 from ..checksum import fold, ones_sum
 from ..record import GSOInfo, Packet
 from . import annotate
+from .encap import complete_levels
 from .offload import inet_offload, l3_offload
 from .payload import join_sums, left_out, payload_sum, payloads
 
@@ -43,8 +44,12 @@ def build(napi, agg, t):
     (standard, kernel), the first datagram's (fraglist, kernel), or valid.
     A segment cut by the snaplen makes the payload contiguous only up to it
     (counted in ``napi.stats``) and the checksum the seed.  With
-    ``napi.parts_out`` the Packet's data is the list of its parts."""
+    ``napi.parts_out`` the Packet's data is the list of its parts.  A
+    tunnelled aggregate is completed through both levels
+    (:func:`pcapgro.gro.encap.complete_levels`)."""
     head = agg.head
+    if head.outer is not None:
+        return _tunnelled(napi, agg, t)
     pkt = head.pkt
     d = pkt.data
     l3off = head.l3off
@@ -78,3 +83,20 @@ def build(napi, agg, t):
     # skb_shinfo()'s GSO fields, as tcp/udp_gro_complete set them
     return Packet(t, data, l3off + ins + l3len, pkt.iface, pkt.linktype, meta,
                   GSOInfo(l4.name, agg.flist, agg.mss, agg.count))
+
+
+def _tunnelled(napi, agg, t):
+    """:func:`build` for an aggregate of a tunnelled flow."""
+    head = agg.head
+    pkt = head.pkt
+    hdr, parts, cut = complete_levels(napi, agg)
+    parts.insert(0, hdr)
+    data = parts if napi.parts_out else b"".join(parts)
+    meta = pkt.meta
+    if napi.cfg.annotate:
+        name = head.outer.kind.upper() + "/" + inet_offload(head.proto).name.upper()
+        meta = annotate.aggregate(meta, hdr, agg, name, cut)
+    return Packet(t, data, head.outer.l3off + agg.size - 4 * head.vlan, pkt.iface,
+                  pkt.linktype, meta,
+                  GSOInfo(head.outer.kind + "_" + inet_offload(head.proto).name, False,
+                          agg.mss, agg.count))

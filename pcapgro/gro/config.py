@@ -48,6 +48,11 @@ class GROConfig:
         local_ports:       destination ports that have a local socket (TCP:
                            standard GRO even with fraglist; UDP: a socket,
                            with UDP_GRO when udp='gro').
+        vxlan_ports:       UDP ports with a VXLAN socket on the receiver
+                           (vxlan_gro_receive): datagrams to them are merged
+                           by their inner flow.  Empty (the default): a host
+                           without the device, they are plain UDP.
+        geneve_ports:      the same for Geneve (geneve_gro_receive).
         vlan_gro:          merge frames behind in-band 802.1Q/802.1ad tags, as a
                            kernel with the 8021q module does (its VLAN GRO
                            handler); False = a kernel built without
@@ -74,6 +79,8 @@ class GROConfig:
     udp: str = "off"
     fraglist: bool = False
     local_ports: frozenset = frozenset()
+    vxlan_ports: frozenset = frozenset()
+    geneve_ports: frozenset = frozenset()
     vlan_gro: bool = True
     fast_path: bool = True
     compiled: bool = True

@@ -162,6 +162,9 @@ class NAPI:
             st.singles += 1
             self.out.append(annotate.single(agg, t, self.cfg.annotate))
             return
-        kind = inet_offload(agg.head.proto).name + ("_fraglist" if agg.flist else "")
+        head = agg.head
+        kind = inet_offload(head.proto).name + ("_fraglist" if agg.flist else "")
+        if head.outer is not None:
+            kind = head.outer.kind + "_" + kind
         st.count_aggregate(kind, agg.count)
         self.out.append(build(self, agg, t))

@@ -99,7 +99,10 @@ class GROEngine(NAPI):
         # loop (pcapgro.gro.cfast), whose output is RawRecords
         self.raw_out = False
         self._c = None                   # its CEngine, made on first use
-        self._c_ok = cfast.usable(self.cfg)
+        # the compiled loop models no UDP tunnel socket: with one, UDP
+        # datagrams go through the Python paths (pcapgro.gro.udp_tunnel)
+        self._c_ok = cfast.usable(self.cfg) and not (self.cfg.vxlan_ports
+                                                      or self.cfg.geneve_ports)
         # blocks written ahead of held packets (pcapgro.restore.BlockClaims)
         self._claims = restore.BlockClaims()
 
@@ -508,6 +511,11 @@ class GROEngine(NAPI):
             seg = _IPV4.gro_receive(ev, 14, 0)   # checksums already good
         else:
             seg = self._parse(ev)
+            if type(seg) is Seg:
+                tunnel = inet_offload(seg.proto).tunnel
+                if tunnel is not None:
+                    # a tunnel's outer level: the inner flow's Seg from here
+                    seg = tunnel(self, seg)
             if self.cfg.verify_csum and type(seg) is Seg:
                 seg = verify(seg, self.stats.csum, seg.l4off + inet_offload(seg.proto).csum_at)
         if type(seg) is not Seg:

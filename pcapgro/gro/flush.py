@@ -25,6 +25,10 @@ class Flush(str, enum.Enum):
     TOS_CHANGED = "tos_changed"        # IPv4 TOS / IPv6 traffic class differs
     DF_CHANGED = "df_changed"          # IPv4 DF bit differs
     IP_ID = "ip_id"                    # IPv4 ID neither incrementing nor fixed
+    OUTER_TTL_CHANGED = "outer_ttl_changed"  # a tunnel's outer TTL / hop limit
+    OUTER_TOS_CHANGED = "outer_tos_changed"  # outer TOS / traffic class
+    OUTER_DF_CHANGED = "outer_df_changed"    # outer IPv4 DF bit
+    OUTER_IP_ID = "outer_ip_id"        # outer IPv4 ID neither incrementing nor fixed
     MSS_EXCEEDED = "mss_exceeded"      # new segment longer than gso_size
     PURE_ACK = "pure_ack"              # new segment carries no payload
     SEQ_GAP = "seq_gap"                # sequence number not contiguous
@@ -72,3 +76,8 @@ class Pass(str, enum.Enum):
     BAD_UDP_CSUM = "bad_udp_csum"
     MODE_CHANGED = "mode_changed"      # flushed: fraglist vs standard differ
     CSUM_STATE = "csum_state"          # fraglist: ip_summed differs from held
+    TUNNEL_NESTED = "tunnel_nested"    # a second tunnel level (encap_mark set)
+    TUNNEL_INNER = "tunnel_inner_no_handler"  # inner EtherType without a GRO handler
+    GRE_FLAGS = "gre_flags"            # GRE version != 0, or S/R/other flag bits
+    BAD_GRE_CSUM = "bad_gre_csum"      # GRE checksum (C bit) wrong
+    GENEVE_HEADER = "geneve_header"    # Geneve version != 0, or the OAM bit

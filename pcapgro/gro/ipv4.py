@@ -63,6 +63,7 @@ def receive(pkt, l3off, vlan):
     wire_end = l3off + present
     seg.proto = proto
     seg.partial = False
+    seg.outer = None
     r = l4.parse(seg, data, l3off + 20, wire_end)
     if r is not None:
         return r

@@ -64,6 +64,7 @@ def receive(pkt, l3off, vlan):
     wire_end = l3off + present
     seg.proto = nh
     seg.partial = False
+    seg.outer = None
     r = l4.parse(seg, data, off, wire_end)
     if r is not None:
         return r

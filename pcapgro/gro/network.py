@@ -16,26 +16,48 @@ def network_flush(agg, seg):
 
     IPv4: TTL, TOS and DF equal; ID = first ID + count (incrementing) or =
     first ID (fixed: decided at the second segment, and since 6.18 DF is not
-    needed for it).  IPv6: traffic class and hop limit equal.
+    needed for it).  IPv6: traffic class and hop limit equal.  A tunnelled
+    flow's outer IP header is checked the same way after the inner one
+    (gro_receive_network_flush with encap_mark), under the OUTER_* reasons.
 
     Returns:
         None, or the Flush reason.  Side effect as the kernel's: sets
         ``agg.fixedid`` when the second segment repeats the first's ID.
     """
     head = agg.head
-    if seg.tosttl != head.tosttl:
-        if (seg.tosttl ^ head.tosttl) & 0xFF:
-            return Flush.TTL_CHANGED
-        return Flush.TOS_CHANGED
-    if seg.ipid is not None:
-        if seg.df != head.df:
-            return Flush.DF_CHANGED
-        d = (seg.ipid - head.ipid) & 0xFFFF
+    r = _level_flush(agg, seg, head, False)
+    if r is None and seg.outer is not None:
+        r = _level_flush(agg, seg.outer, head.outer, True)
+    return r
+
+
+_INNER = (Flush.TTL_CHANGED, Flush.TOS_CHANGED, Flush.DF_CHANGED, Flush.IP_ID)
+_OUTER = (Flush.OUTER_TTL_CHANGED, Flush.OUTER_TOS_CHANGED, Flush.OUTER_DF_CHANGED,
+          Flush.OUTER_IP_ID)
+
+
+def _level_flush(agg, x, h, outer):
+    """inet_gro_flush / ipv6_gro_flush for one IP level: ``x`` and ``h``
+    (Seg, or Outer when ``outer``) the new packet's and the head's fields;
+    the fixed-ID bit of that level (``agg.fixedid`` / ``agg.outer_fixedid``)
+    is set at the second packet.  Returns the level's Flush reason or None."""
+    names = _OUTER if outer else _INNER
+    if x.tosttl != h.tosttl:
+        return names[0] if (x.tosttl ^ h.tosttl) & 0xFF else names[1]
+    if x.ipid is not None:
+        if x.df != h.df:
+            return names[2]
+        d = (x.ipid - h.ipid) & 0xFFFF
         count = agg.count & 0xFFFF       # NAPI_GRO_CB(p)->count is a u16
+        fixed = agg.outer_fixedid if outer else agg.fixedid
         if count == 1 and d == 0:
-            agg.fixedid = True
-        if d != (0 if agg.fixedid else count):
-            return Flush.IP_ID
+            fixed = True
+            if outer:
+                agg.outer_fixedid = True
+            else:
+                agg.fixedid = True
+        if d != (0 if fixed else count):
+            return names[3]
     return None
 
 

@@ -70,13 +70,20 @@ class NetOffload:
                       from the segments' checksum fields (TCP, when
                       checksums are not verified); with it, payload sums the
                       fast path computed are used for the written checksum.
+        tunnel:       None, or callable(napi, seg) -> Seg or Pass: the
+                      protocol may carry a tunnel (GRE, IPIP, a UDP tunnel
+                      socket's port): given the parsed outer Seg it returns
+                      the inner flow's Seg (``seg.outer`` set), a Pass
+                      reason, or ``seg`` itself when this packet is not
+                      tunnelled (udp_gro_receive -> the socket's gro_receive,
+                      gre_gro_receive, ipip_gro_receive).
     """
 
     __slots__ = ("name", "parse", "gro_receive", "gro_complete", "csum_at", "csum_zero",
-                 "field_psums")
+                 "field_psums", "tunnel")
 
     def __init__(self, name, parse, gro_receive, gro_complete, csum_at, csum_zero=0,
-                 field_psums=None):
+                 field_psums=None, tunnel=None):
         self.name = name
         self.parse = parse
         self.gro_receive = gro_receive
@@ -84,6 +91,7 @@ class NetOffload:
         self.csum_at = csum_at
         self.csum_zero = csum_zero
         self.field_psums = field_psums
+        self.tunnel = tunnel
 
 
 _by_ethertype = {}      # EtherType -> PacketOffload (offload_base)

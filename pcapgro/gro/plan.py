@@ -256,6 +256,7 @@ def _next_head(h, pkt, seq):
     seg.cextra = 6 + h.l3len - 20
     seg.caddr = d[26:34]
     seg.partial = False
+    seg.outer = None
     return seg
 
 

@@ -119,6 +119,27 @@ RULES = (
     _r("udp.size_limit", Flush.SIZE_LIMIT, "skb_gro_receive: p->len + len >= "
        "min(gro_max_size, 65536)"),
     _r("udp.l3_flush", Flush.L3_FLUSH, "udp_gro_receive_segment: NAPI_GRO_CB(skb)->flush"),
+    # tunnels (one level: encap_mark), outer IP level (include/net/gro.h)
+    _r("tunnel.nested", Pass.TUNNEL_NESTED, "ipip_gro_receive / gre_gro_receive / "
+       "udp_gro_receive: NAPI_GRO_CB(skb)->encap_mark already set"),
+    _r("tunnel.inner_no_handler", Pass.TUNNEL_INNER, "eth_gro_receive / gre_gro_receive / "
+       "geneve_gro_receive: gro_find_receive_by_type(type) == NULL"),
+    _r("tunnel.outer_ttl_changed", Flush.OUTER_TTL_CHANGED, "gro_receive_network_flush: "
+       "inet_gro_flush / ipv6_gro_flush on network_offsets[0]"),
+    _r("tunnel.outer_tos_changed", Flush.OUTER_TOS_CHANGED, "gro_receive_network_flush: "
+       "outer tos / traffic class"),
+    _r("tunnel.outer_df_changed", Flush.OUTER_DF_CHANGED, "gro_receive_network_flush: "
+       "outer (frag_off ^ frag_off2) & IP_DF"),
+    _r("tunnel.outer_ip_id", Flush.OUTER_IP_ID, "inet_gro_flush (outer): ID neither "
+       "incrementing nor fixed (ip_fixedid bit 0, 6.18)"),
+    _r("vxlan.bad_outer_udp_csum", Pass.BAD_UDP_CSUM, "udp4_gro_receive: "
+       "skb_gro_checksum_validate_zero_check (nonzero outer checksum)"),
+    _r("vxlan.truncated", Pass.TRUNCATED, "vxlan_gro_prepare_receive: skb_gro_header"),
+    _r("geneve.header", Pass.GENEVE_HEADER, "geneve_gro_receive: gh->ver != GENEVE_VER || "
+       "gh->oam (drivers/net/geneve.c)"),
+    _r("gre.flags", Pass.GRE_FLAGS, "gre_gro_receive: greh->flags & ~(GRE_KEY | GRE_CSUM) "
+       "(net/ipv4/gre_offload.c)"),
+    _r("gre.bad_csum", Pass.BAD_GRE_CSUM, "gre_gro_receive: skb_gro_checksum_simple_validate"),
     # the engine core (net/core/gro.c, net/core/dev.c)
     _r("core.bucket_full", Flush.BUCKET_FULL, "dev_gro_receive: gro_flush_oldest "
        "(MAX_GRO_SKBS 8)"),

@@ -5,7 +5,7 @@ keeps it in two slotted objects: :class:`Seg` for the packet being received,
 :class:`Agg` for a packet held on a GRO list (with everything merged into it).
 """
 
-__all__ = ["Seg", "Agg"]
+__all__ = ["Seg", "Agg", "Outer"]
 
 
 class Seg:
@@ -41,12 +41,46 @@ class Seg:
                   when the TCP checksum is valid, or None (not verified).
         cextra:   int, the rest of the pseudo-header sum (protocol + length).
         caddr:    bytes: the pseudo-header addresses (for the seed check).
+        outer:    None, or the :class:`Outer` level of a tunnelled packet
+                  (NAPI_GRO_CB's encap_mark set).  Then ``l3off`` is the
+                  inner IP header (network_offsets[1], inner_network_offset),
+                  the L4 fields are the inner flow's, ``l3len`` is the
+                  outer IP datagram's length (what GRO's p->len counts) and
+                  ``key`` covers the outer headers and the inner flow.
     """
 
     __slots__ = ("pkt", "family", "proto", "l3off", "l4off", "pay", "end", "L",
                  "l3len", "key", "flags", "word", "seq", "ackopt", "tosttl", "df",
                  "ipid", "flush_l3", "vlan", "cblock", "cextra", "caddr", "ulen",
-                 "ucsum", "partial")
+                 "ucsum", "partial", "outer")
+
+
+class Outer:
+    """The outer level of a tunnelled packet: what NAPI_GRO_CB keeps of it
+    (network_offsets[0], encap_mark, the tunnel header's offset) and the
+    outer IP fields the same-flow checks compare (gro_receive_network_flush
+    runs inet_gro_flush / ipv6_gro_flush on both levels).
+
+    Offsets are bytes into the packet's data.
+
+    Attributes:
+        kind:      tunnel kind: "vxlan", "geneve", "gre", "ipip" (IPv4 in
+                   IPv4), "sit" (IPv6 in IPv4), "ip4ip6", "ip6ip6".
+        family:    outer IP version, 4 or 6.
+        l3off:     the outer IP header (network_offsets[0]).
+        tun_off:   the UDP (VXLAN, Geneve) or GRE header, None for IP-in-IP.
+        inner_mac: the inner Ethernet header (VXLAN, Geneve, GRE with
+                   ETH_P_TEB; skb's inner_mac_header), else None.
+        csum_at:   the outer checksum field written at completion (UDP
+                   checksum when nonzero, GRE checksum when the C bit is
+                   set), else None.
+        tosttl, df, ipid: the outer IP header's TOS/traffic class << 8 |
+                   TTL/hop limit, DF bit (0x4000 or 0), IPv4 ID (None for
+                   IPv6), as in :class:`Seg`.
+    """
+
+    __slots__ = ("kind", "family", "l3off", "tun_off", "inner_mac", "csum_at", "tosttl",
+                 "df", "ipid")
 
 
 class Agg:
@@ -67,6 +101,8 @@ class Agg:
         size:     p->len: L3 bytes so far + 4 per in-band VLAN tag.
         fin_psh:  FIN|PSH bits OR-ed from merged segments.
         fixedid:  True once the IPv4 ID pattern was found fixed (6.18).
+        outer_fixedid: the same for the outer IPv4 header of a tunnelled
+                  flow (6.18 decides each level apart: ip_fixedid bits).
         age:      jiffy when the head was held.
         ack, opts: the head's ack_seq (int) and option bytes (fast path).
         psums:    per entry of ``pkts``, the one's-complement sum (mod
@@ -79,7 +115,7 @@ class Agg:
     """
 
     __slots__ = ("key", "bucket", "hash", "head", "count", "mss",
-                 "seq_next", "size", "fin_psh", "fixedid", "age", "held",
+                 "seq_next", "size", "fin_psh", "fixedid", "outer_fixedid", "age", "held",
                  "pkts", "pays", "idxs", "psums", "ack", "opts", "flist", "fast")
 
     @classmethod
@@ -105,6 +141,7 @@ class Agg:
         agg.size = seg.l3len + 4 * seg.vlan
         agg.fin_psh = 0
         agg.fixedid = False
+        agg.outer_fixedid = False
         agg.age = age
         agg.ack = int.from_bytes(seg.ackopt[:4], "big")
         agg.opts = seg.ackopt[4:]

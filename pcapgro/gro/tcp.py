@@ -150,10 +150,12 @@ def uses_fraglist(cfg, seg):
 
 def _std_flush(napi, agg, seg):
     """The standard branch's last checks: the L3 flush flag, then the size
-    limit (skb_gro_receive: gro_max_size, exclusive)."""
+    limit (skb_gro_receive: gro_max_size, exclusive; a tunnelled flow never
+    passes GRO_LEGACY_MAX_SIZE: only plain TCP may grow beyond it)."""
     if seg.flush_l3:
         return Flush.L3_FLUSH
-    if agg.size + seg.L >= napi.limit:
+    limit = napi.limit if seg.outer is None else min(napi.limit, GRO_LEGACY_MAX_SIZE)
+    if agg.size + seg.L >= limit:
         return Flush.SIZE_LIMIT
     return None
 
@@ -200,7 +202,7 @@ def gro_receive(napi, seg, t):
     """
     agg = napi.flows.get(seg.key)
     if agg is None:
-        return _start(napi, seg, t, uses_fraglist(napi.cfg, seg))
+        return _start(napi, seg, t, seg.outer is None and uses_fraglist(napi.cfg, seg))
     reason = merge_flush(agg, seg)
     if reason is None:
         reason = (_fraglist_flush if agg.flist else _std_flush)(napi, agg, seg)

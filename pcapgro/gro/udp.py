@@ -78,10 +78,12 @@ def udp_mode(cfg, seg):
     No local socket: fraglist if rx-gro-list, else standard if
     rx-udp-gro-forwarding, else none.  A local socket is only found when
     UDP_GRO sockets exist (the encap static key): then standard if it
-    enabled UDP_GRO, else fraglist if rx-gro-list, else none."""
+    enabled UDP_GRO, else fraglist if rx-gro-list, else none.  A datagram
+    inside a tunnel never takes the fraglist mode (udp4_gro_complete does
+    fraglist only with no outer encap)."""
     if dport(seg) in cfg.local_ports and cfg.udp == "gro":
         return "std"
-    if cfg.fraglist:
+    if cfg.fraglist and seg.outer is None:      # not inside a tunnel
         return "flist"
     if cfg.udp == "gro":
         return "std"

@@ -49,7 +49,7 @@ from ..linklayer import ETH_P_IP, network_layer
 from ..checksum import checksum, fold, ones_sum, pseudo_sum_v4, pseudo_sum_v6
 from ..record import EPB_FLAG_TSO, Packet, PacketMeta, Section
 from ..restore import own_comment, recorded_gso_size
-from . import cseg, ipv4, ipv6, tcp, udp
+from . import cseg, ipv4, ipv6, tcp, tunnel, udp
 from .config import TCP_MIN_GSO_SIZE, GSOConfig
 from .reasons import Pass, SizeSource
 from .stats import FlowStats, GSOStats
@@ -314,11 +314,22 @@ class GSOSplitter:
             return self._tcp(pkt, l3, next_ts)
         if proto == 17:
             return self._udp(pkt, l3, next_ts)
-        if proto in TUNNEL_PROTOS and len(l3.hdr) + l3.l4len > self.cfg.mtu:
-            return self._pass(pkt, Pass.TUNNEL)
+        if proto in TUNNEL_PROTOS:
+            big = max(len(l3.hdr) + l3.l4len, pkt.orig_len - fcs - l3off) > self.cfg.mtu
+            if big or self.cfg.mss:
+                return self._tunnel(pkt, l3, next_ts, Pass.TUNNEL if big else Pass.NO_HANDLER)
         return self._pass(pkt, Pass.NO_HANDLER)
 
     # ------------------------------------------------------------ internals
+
+    def _tunnel(self, pkt, l3, next_ts, reason):
+        """A tunnelled super-frame: cut by :mod:`pcapgro.gso.tunnel`, else
+        passed for ``reason``."""
+        if self._fcs and (self._fcs != ETH_FCS or pkt.linktype != 1):
+            return self._pass(pkt, Pass.FCS)
+        rec = recorded_gso_size(pkt.meta)
+        out = tunnel.split(self, pkt, l3, next_ts, rec if rec else 0, _Flow)
+        return out if out is not None else self._pass(pkt, reason)
 
     def _drain(self, pending):
         fcs = self.fcs
@@ -598,9 +609,13 @@ class GSOSplitter:
             g, src = rec, SizeSource.RECORDED
         l3len = len(l3.hdr) + l3.l4len
         if dport in TUNNEL_PORTS:
-            if l3len > cfg.mtu or (g is not None and P > g):
-                return self._pass(pkt, Pass.TUNNEL)
-            return self._pass(pkt, Pass.SMALL)
+            # GSO_PARTIAL: the headers say one segment, the frame holds many
+            if max(l3len, pkt.orig_len - self._fcs - l3.l3off) > cfg.mtu or (
+                    g is not None and P > g):
+                return self._tunnel(pkt, l3, next_ts, Pass.TUNNEL)
+            # notes an inner SYN's MSS; cuts only with --mss (as plain TCP)
+            out = tunnel.split(self, pkt, l3, next_ts, 0, _Flow)
+            return out if out is not None else self._pass(pkt, Pass.SMALL)
         if g is None:
             if l3len > cfg.mtu:
                 raise UnusableInput(

@@ -28,8 +28,9 @@ class Pass(str, enum.Enum):
                                    # captured > original length, or an IP length
                                    # field of 0 with an original length beyond
                                    # GSO_MAX_SIZE (damage, not a super-frame)
-    TUNNEL = "tunnel"              # super-frame inside VXLAN / Geneve / IP-in-IP / GRE:
-                                   # tunnel GSO is not emulated, written unchanged
+    TUNNEL = "tunnel"              # super-frame inside VXLAN / Geneve / IP-in-IP / GRE
+                                   # that tunnel GSO (gso/tunnel.py) does not cut: UDP
+                                   # inside, a second level, GRE seq: written unchanged
     FLAGS = "flags"                # TCP super-frame with SYN or RST: not segmented
     SEGMENT_TOO_BIG = "segment_too_big"  # a segment would not fit the IP length field
     FCS = "fcs"                    # super-frame or seed ending in an FCS that is not
