@@ -490,23 +490,24 @@ class RecordMismatch(ValueError):
         self.idxs = idxs
 
 
-def payload_offset(linktype, data):
+def payload_offset(linktype, data, tunnel=True):
     """Offset (bytes) of the TCP/UDP payload of ``data`` (a frame of link
     type ``linktype``): link layer, IPv4 header (its IHL) or IPv6 header and
     Hop-by-Hop / Routing / Destination Options headers, TCP data offset or
-    the 8-byte UDP header.  None when it has no such header in full."""
-    t = _transport(linktype, data)
+    the 8-byte UDP header; with ``tunnel``, one tunnel level is walked to the
+    inner flow.  None when it has no such header in full."""
+    t = _transport(linktype, data, tunnel)
     return None if t is None else t[3]
 
 
-def _transport(linktype, data):
+def _transport(linktype, data, tunnel=True):
     """``(l3off, ethertype, proto, payload offset)`` (offsets in bytes,
     proto 6 or 17) of the TCP/UDP packet in frame ``data``, or None (see
     :func:`payload_offset`)."""
     l3off, et, _ = network_layer(linktype, data)
     if l3off is None:
         return None
-    return _l3_payload_offset(data, l3off, et, True)
+    return _l3_payload_offset(data, l3off, et, tunnel)
 
 
 def _l3_payload_offset(data, l3off, et, outer):
@@ -685,11 +686,19 @@ def _restore(pkt, r):
     if len(data) != pkt.orig_len:
         raise ValueError(f"{len(data)} of {pkt.orig_len} bytes captured (cut by a "
                          "snaplen): the record's packets are not all there")
-    hlen = payload_offset(pkt.linktype, data)
-    if hlen is None:
-        raise ValueError("no TCP/UDP header to restore from")
     n0, d0 = r["h"]
     total_pay = n0 + sum(n for _, _, n, _ in r["s"])
+    # a tunnelled aggregate's payload starts after the inner TCP header; a
+    # tunnel's datagrams merged as plain UDP (no tunnel socket) after the
+    # outer UDP header: the record's payload total tells which
+    tunnel = True
+    hlen = payload_offset(pkt.linktype, data)
+    if hlen is not None and total_pay != len(data) - hlen:
+        plain = payload_offset(pkt.linktype, data, tunnel=False)
+        if plain is not None and plain != hlen and total_pay == len(data) - plain:
+            tunnel, hlen = False, plain
+    if hlen is None:
+        raise ValueError("no TCP/UDP header to restore from")
     if total_pay != len(data) - hlen:
         raise ValueError(f"the record's payloads add up to {total_pay} bytes, the "
                          f"packet carries {len(data) - hlen}")
@@ -706,7 +715,7 @@ def _restore(pkt, r):
         m0.flags = r["f"]
     i0, t0 = r["i"], r["t"]
     p0data = h0 + data[hlen:pos]
-    _check_fit(pkt.linktype, p0data, len(h0))
+    _check_fit(pkt.linktype, p0data, len(h0), tunnel)
     out = [(i0, Packet(t0, p0data, len(p0data), pkt.iface, pkt.linktype, m0))]
     metas = dict(r["m"])
     for row, (di, dt, n, d) in enumerate(r["s"], 1):
@@ -715,14 +724,14 @@ def _restore(pkt, r):
             raise ValueError(f"timestamp {t} out of range")
         h = _apply(h0, d)
         b = h + data[pos:pos + n]
-        _check_fit(pkt.linktype, b, len(h))
+        _check_fit(pkt.linktype, b, len(h), tunnel)
         pos += n
         out.append((i0 + di, Packet(t, b, len(b), pkt.iface, pkt.linktype,
                                     metas.get(row))))
     return out
 
 
-def _check_fit(linktype, data, hlen):
+def _check_fit(linktype, data, hlen, tunnel=True):
     """Check that a packet given back (``data``, bytes, of link type
     ``linktype``, headers ``hlen`` bytes long) is one GRO could have taken:
     its TCP/UDP payload starts at ``hlen``, its IPv4 total length / IPv6
@@ -730,10 +739,11 @@ def _check_fit(linktype, data, hlen):
     header checksum is good (inet_gro_receive and the checks before it
     pass nothing else into an aggregate).  A damaged record fails here
     even when it carries no ``k=`` (records of earlier versions).
+    ``tunnel``: the aggregate was merged by its inner flow.
 
     Raises:
         ValueError: it does not."""
-    t = _transport(linktype, data)
+    t = _transport(linktype, data, tunnel)
     if t is None or t[3] != hlen:
         raise ValueError("a packet given back has no TCP/UDP header where the record "
                          "puts it")

@@ -185,7 +185,7 @@ def test_spb_cut_ahead_of_aggregate_round_trip(tmp_path):
     the first EPB merge into a 586-byte aggregate (IDB snaplen raised to
     586, the IDB records 315) and the cut SPB passes ahead; split --restore
     gives the file back byte for byte: the cut SPB as an SPB, snaplen 315."""
-    src = DATA / "spb-cut-ahead-test012.pcapng"
+    src = REPO / "tests/data/public/pcapng-test-generator/output_le/basic/test012.pcapng"
     m, back = tmp_path / "m.pcapng", tmp_path / "b.pcapng"
     run_cli("merge", "-q", "--udp", "gro", "-F", "pcapng", src, m, check=0)
     ifs = [e for e in events(m) if type(e) is Interface]
