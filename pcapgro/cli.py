@@ -231,6 +231,9 @@ def _check_stats_path(stats_path):
     exit 2) before any work is done: a directory, a missing directory, a
     write-protected file or directory.  Otherwise the failure would come
     only after OUT was written, or after verify had run."""
+    if stats_path == "":
+        # as an empty IN or OUT is worded (issue 19): not silently ignored
+        raise UnusableInput("cannot write --stats '': empty file name")
     if not stats_path or stats_path == "-":
         return
     real = os.path.realpath(stats_path)

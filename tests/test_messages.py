@@ -6,6 +6,8 @@ than its first block.  README's "What the main job prints" is what merge
 prints."""
 
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -156,3 +158,14 @@ def test_pcapng_shorter_than_its_first_block_is_truncated(n, tmp_path):
     f.write_bytes(full[:8] + b"\x01\x02\x03\x04" + full[12:])
     p = run_cli("merge", f, tmp_path / "o.pcapng")
     assert p.returncode == 2 and "valid byte-order magic" in p.stderr.decode()
+
+
+def test_empty_stats_name_is_refused(tmp_path):
+    """--stats '' is one clear line and exit 2, worded as an empty IN or OUT
+    is (issue 19), not a run that silently writes no statistics."""
+    p = subprocess.run([sys.executable, "-m", "pcapgro.cli", "merge", "-q", "--stats", "",
+                        str(REPO / "samples" / "tcp4-bulk-wire.pcap"), str(tmp_path / "o.pcapng")],
+                       capture_output=True, text=True, cwd=REPO)
+    assert p.returncode == 2
+    assert p.stderr == "pcapgro: error: cannot write --stats '': empty file name\n"
+    assert not (tmp_path / "o.pcapng").exists()
