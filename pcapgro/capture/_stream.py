@@ -360,3 +360,24 @@ class ReaderBase:
     def __iter__(self):
         for batch in self.batches():
             yield from batch
+
+
+class WriterBase:
+    """What the pcap and pcapng writers share: abort and the context manager
+    (close on success, abort on an exception).  Subclasses define
+    :meth:`close` and set ``_closed`` and ``_on_abort``."""
+
+    def abort(self):
+        """Stop without completing: close and remove a temp output file."""
+        self._closed = True
+        if self._on_abort is not None:
+            self._on_abort()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, ev, tb):
+        if et is None:
+            self.close()
+        else:
+            self.abort()

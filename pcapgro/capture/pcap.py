@@ -41,7 +41,7 @@ import sys
 from ..errors import UnusableInput
 from ..fcs import OPT_FCSLEN, fcs_option
 from ..record import Packet, Interface, Section, Block, RawRecords
-from ._stream import ByteSource, ByteSink, FLUSH, ReaderBase, warn, _native
+from ._stream import ByteSource, ByteSink, FLUSH, ReaderBase, WriterBase, warn, _native
 from .pcapvariant import MODIFIED, RECORD_HEADER, STANDARD, choose
 
 __all__ = ["PcapReader", "PcapWriter", "PCAP_MAGICS", "SNAPLEN_DEFAULT", "VARIANT_NAMES"]
@@ -459,7 +459,7 @@ class PcapReader(ReaderBase):
                                 f"{end - pos - hl} bytes present)")
 
 
-class PcapWriter:
+class PcapWriter(WriterBase):
     """Writes a classic pcap file to a binary file object.
 
     Args:
@@ -723,18 +723,3 @@ class PcapWriter:
         self._closed = True
         if self._on_close is not None:
             self._on_close()
-
-    def abort(self):
-        """Stop without completing: close and remove a temp output file."""
-        self._closed = True
-        if self._on_abort is not None:
-            self._on_abort()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, et, ev, tb):
-        if et is None:
-            self.close()
-        else:
-            self.abort()

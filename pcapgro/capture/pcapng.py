@@ -32,7 +32,7 @@ import sys
 from ..errors import UnusableInput
 from ..record import (Packet, PacketMeta, Interface, Section, Block,
                       BLOCK_EPB, BLOCK_SPB, BLOCK_PB)
-from ._stream import ByteSource, ByteSink, FLUSH, ReaderBase, warn
+from ._stream import ByteSource, ByteSink, FLUSH, ReaderBase, WriterBase, warn
 
 # Wireshark's WTAP_MAX_PACKET_SIZE_STANDARD and tcpdump's default snaplen:
 # readers refuse larger packets ("cap_len ... is larger than 262144")
@@ -251,7 +251,11 @@ class PcapngReader(ReaderBase):
         return Interface(lt, snap, tsresol, tsoffset, other)
 
     def batches(self):
-        """Yield lists of events in block order (one list per ~1 MiB chunk)."""
+        """Yield lists of events in block order (one list per ~1 MiB chunk).
+
+        The EPB branch is inline (it is the per-packet path); every other
+        block type goes to :meth:`_other_block`, the end of a chunk to
+        :meth:`_next_chunk`.  Raises as the class docstring says."""
         src = self._src
         buf = src.buf
         pos = 0
@@ -312,66 +316,15 @@ class PcapngReader(ReaderBase):
                               _packet_meta(BLOCK_EPB, parse_options(buf, oe, e - 4, bo, pos), bo)))
                         n0 += 1
                         nb += cl
-                    elif bt == SPB:
-                        if not ifs:
-                            raise _Bad(pos, "simple packet block before any interface")
-                        if bl < 16:
-                            raise _Bad(pos, f"bad block length {bl} for a simple packet block")
-                        ol = tl(buf, pos + 8)[0]
-                        lt = ifs[0][0]
-                        snap = ifs[0][4]
-                        cl = min(ol, bl - 16)
-                        if snap and snap < cl:
-                            cl = snap
-                        app(P(0, buf[pos + 12:pos + 12 + cl], ol, 0, lt, PacketMeta(BLOCK_SPB)))
-                        n0 += 1
-                        nb += cl
-                    elif bt == IDB:
-                        if bl < 20:
-                            raise _Bad(pos, f"bad block length {bl} for an interface block")
-                        ev = self._interface(buf, pos, e, bo)
-                        mul, off, conv = ts_to_ns(ev.tsresol, ev.tsoffset)
-                        ifs.append((ev.linktype, mul, off, conv, ev.snaplen))
-                        app(ev)
-                    elif bt == SHB:
-                        if bl < 28:
-                            raise _Bad(pos, f"bad block length {bl} for a section header block")
-                        major, minor = struct.unpack_from(bo + "HH", buf, pos + 12)
-                        if major != 1:
-                            raise _Bad(pos, f"unsupported pcapng version {major}.{minor}")
-                        opts = parse_options(buf, pos + 24, e - 4, bo, pos)
-                        ifs = []
-                        app(Section(bo, opts, major, minor))
-                        first = False
-                    elif bt == PB:
-                        if bl < 32:
-                            raise _Bad(pos, f"bad block length {bl} for a packet block")
-                        iface, drops, hi, lo, cl, ol = struct.unpack_from(bo + "HHIIII", buf, pos + 8)
-                        s = pos + 28
-                        oe = s + ((cl + 3) & ~3)
-                        if oe > e - 4:
-                            raise _Bad(pos, f"bad block length {bl} for a packet block "
-                                            f"of captured length {cl}")
-                        try:
-                            lt, mul, off, conv, _ = ifs[iface]
-                        except IndexError:
-                            raise _Bad(pos, f"packet for interface {iface}, but the section "
-                                            f"has {len(ifs)} interface(s)") from None
-                        ticks = hi << 32 | lo
-                        meta = _packet_meta(BLOCK_PB, parse_options(buf, oe, e - 4, bo, pos), bo)
-                        if drops and drops != 0xFFFF:
-                            meta.options.append((OPT_DROPCOUNT, struct.pack(bo + "Q", drops)))
-                        app(P(ticks * mul + off if conv is None else conv(ticks),
-                              buf[s:s + cl], ol, iface, lt, meta))
-                        n0 += 1
-                        nb += cl
-                    elif bt == CB_NOCOPY:
-                        if bl < 16:
-                            raise _Bad(pos, f"bad block length {bl} for a custom block")
                     else:
-                        if bt in _CHECK:
-                            _CHECK[bt](buf, pos, e, bl, bo)
-                        app(Block(bt, buf[pos + 8:e - 4]))
+                        ev = self._other_block(bt, buf, pos, e, bl, bo, ifs)
+                        if ev is not None:
+                            app(ev)
+                            if type(ev) is P:
+                                n0 += 1
+                                nb += len(ev.data)
+                            elif bt == SHB:
+                                first = False
                     pos = e
             except _Bad as b:
                 self.packets += n0
@@ -385,24 +338,101 @@ class PcapngReader(ReaderBase):
             self.packet_bytes += nb
             if out:
                 yield out
-            if src.eof:
-                if pos == end:
-                    return
-                if first:
-                    raise UnusableInput(f"{self.name}: truncated section header block "
-                                        f"({end - pos} of {need} bytes)")
-                raise src.damaged(pos, f"truncated block ({end - pos} bytes left, "
-                                       f"{need} needed)")
-            buf = src.refill(pos, need)
+            buf = self._next_chunk(pos, end, need, first)
+            if buf is None:
+                return
             pos = 0
             end = len(buf)
-            if end < need:
-                if end == 0:
-                    return
-                if first:
-                    raise UnusableInput(f"{self.name}: truncated section header block "
-                                        f"({end} of {need} bytes)")
-                raise src.damaged(pos, f"truncated block ({end} bytes left, {need} needed)")
+
+    def _other_block(self, bt, buf, pos, e, bl, bo, ifs):
+        """One block other than an EPB at ``buf[pos:e]`` (its length already
+        checked against the trailer) -> the event to yield, or None (a
+        do-not-copy custom block).  An IDB appends its interface to ``ifs``;
+        an SHB clears it.  Raises _Bad(pos, problem)."""
+        if bt == SPB:
+            if not ifs:
+                raise _Bad(pos, "simple packet block before any interface")
+            if bl < 16:
+                raise _Bad(pos, f"bad block length {bl} for a simple packet block")
+            ol = struct.unpack_from(bo + "I", buf, pos + 8)[0]
+            lt, snap = ifs[0][0], ifs[0][4]
+            cl = min(ol, bl - 16)
+            if snap and snap < cl:
+                cl = snap
+            return Packet(0, buf[pos + 12:pos + 12 + cl], ol, 0, lt, PacketMeta(BLOCK_SPB))
+        if bt == IDB:
+            if bl < 20:
+                raise _Bad(pos, f"bad block length {bl} for an interface block")
+            ev = self._interface(buf, pos, e, bo)
+            mul, off, conv = ts_to_ns(ev.tsresol, ev.tsoffset)
+            ifs.append((ev.linktype, mul, off, conv, ev.snaplen))
+            return ev
+        if bt == SHB:
+            if bl < 28:
+                raise _Bad(pos, f"bad block length {bl} for a section header block")
+            major, minor = struct.unpack_from(bo + "HH", buf, pos + 12)
+            if major != 1:
+                raise _Bad(pos, f"unsupported pcapng version {major}.{minor}")
+            opts = parse_options(buf, pos + 24, e - 4, bo, pos)
+            ifs.clear()
+            return Section(bo, opts, major, minor)
+        if bt == PB:
+            return self._obsolete_packet(buf, pos, e, bl, bo, ifs)
+        if bt == CB_NOCOPY:
+            if bl < 16:
+                raise _Bad(pos, f"bad block length {bl} for a custom block")
+            return None
+        if bt in _CHECK:
+            _CHECK[bt](buf, pos, e, bl, bo)
+        return Block(bt, buf[pos + 8:e - 4])
+
+    def _obsolete_packet(self, buf, pos, e, bl, bo, ifs):
+        """An obsolete Packet Block -> Packet (pack_flags as epb_flags, a
+        non-zero drops count as epb_dropcount).  Raises _Bad."""
+        if bl < 32:
+            raise _Bad(pos, f"bad block length {bl} for a packet block")
+        iface, drops, hi, lo, cl, ol = struct.unpack_from(bo + "HHIIII", buf, pos + 8)
+        s = pos + 28
+        oe = s + ((cl + 3) & ~3)
+        if oe > e - 4:
+            raise _Bad(pos, f"bad block length {bl} for a packet block "
+                            f"of captured length {cl}")
+        try:
+            lt, mul, off, conv, _ = ifs[iface]
+        except IndexError:
+            raise _Bad(pos, f"packet for interface {iface}, but the section "
+                            f"has {len(ifs)} interface(s)") from None
+        ticks = hi << 32 | lo
+        meta = _packet_meta(BLOCK_PB, parse_options(buf, oe, e - 4, bo, pos), bo)
+        if drops and drops != 0xFFFF:
+            meta.options.append((OPT_DROPCOUNT, struct.pack(bo + "Q", drops)))
+        return Packet(ticks * mul + off if conv is None else conv(ticks),
+                      buf[s:s + cl], ol, iface, lt, meta)
+
+    def _next_chunk(self, pos, end, need, first):
+        """After a chunk's blocks up to ``pos``: the next buffer (``need``
+        bytes at least from ``pos`` on), or None at a clean end of input.
+        Raises UnusableInput (no complete first SHB) or DamagedInput
+        (truncated block)."""
+        src = self._src
+        if src.eof:
+            if pos == end:
+                return None
+            if first:
+                raise UnusableInput(f"{self.name}: truncated section header block "
+                                    f"({end - pos} of {need} bytes)")
+            raise src.damaged(pos, f"truncated block ({end - pos} bytes left, "
+                                   f"{need} needed)")
+        buf = src.refill(pos, need)
+        end = len(buf)
+        if end < need:
+            if end == 0:
+                return None
+            if first:
+                raise UnusableInput(f"{self.name}: truncated section header block "
+                                    f"({end} of {need} bytes)")
+            raise src.damaged(0, f"truncated block ({end} bytes left, {need} needed)")
+        return buf
 
 
 def _options(bo, opts):
@@ -428,7 +458,7 @@ def _block(bo, btype, body):
     return struct.pack(bo + "II", btype, bl) + body + b"\0" * pad + struct.pack(bo + "I", bl)
 
 
-class PcapngWriter:
+class PcapngWriter(WriterBase):
     """Writes a pcapng file to a binary file object.
 
     Args:
@@ -633,18 +663,3 @@ class PcapngWriter:
         self._closed = True
         if self._on_close is not None:
             self._on_close()
-
-    def abort(self):
-        """Stop without completing: close and remove a temp output file."""
-        self._closed = True
-        if self._on_abort is not None:
-            self._on_abort()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, et, ev, tb):
-        if et is None:
-            self.close()
-        else:
-            self.abort()
