@@ -43,7 +43,9 @@
  * with EtherType 0x0800, IPv4 header 0x45, protocol 6, no MF / fragment
  * offset / reserved bit, good header checksum, total length + 14 == the
  * frame, TCP data offset >= 5 within the datagram, and (when checksums are
- * verified) a good TCP checksum.  Anything else ends the run.
+ * verified) a good TCP checksum or the pseudo-header seed of a sender's
+ * CHECKSUM_PARTIAL packet (trusted, as pcapgro/gro/csum.py).  Anything
+ * else ends the run.
  *
  * Checksums are one's-complement sums kept mod 0xFFFF (RFC 1071, RFC 1624),
  * with the edge cases of pcapgro/checksum.py (fold, checksum).
@@ -126,7 +128,7 @@ typedef struct {
     int64_t gap, jiffy;
     int verify, csum_valid, hash_flow;
     /* statistics since the last stats() */
-    uint64_t flush[F_N], pass[P_N], verified, singles, aggregates, segs;
+    uint64_t flush[F_N], pass[P_N], verified, seed, singles, aggregates, segs;
     uint32_t *hist;
     size_t hist_n, hist_cap;
     /* output of the current run: a bytearray, filled from its start */
@@ -662,18 +664,24 @@ static int seg_csum(Engine *e, Seg *g, int count)
     uint64_t pseudo = be16(f + 26) + be16(f + 28) + be16(f + 30) + be16(f + 32)
                     + 6 + (tot - 20);
     uint32_t th = sum16(f + 34, g->hl);
-    if (e->verify) {
-        uint32_t ps = sum16(f + g->pay, g->L);
-        if ((pseudo + th + ps) % 0xFFFF != 0)
-            return 0;
-        if (count)
-            e->verified++;
-        g->psum = ps;
-        return 1;
-    }
     uint32_t sd = (uint32_t)(pseudo % 0xFFFF);
     if (!sd)
         sd = 0xFFFF;
+    if (e->verify) {
+        uint32_t ps = sum16(f + g->pay, g->L);
+        if ((pseudo + th + ps) % 0xFFFF == 0) {
+            if (count)
+                e->verified++;
+        } else if (be16(f + 50) == sd) {
+            /* CHECKSUM_PARTIAL (a sender's capture): trusted, csum.verify */
+            if (count)
+                e->seed++;
+        } else {
+            return 0;
+        }
+        g->psum = ps;
+        return 1;
+    }
     if (be16(f + 50) == sd)
         g->psum = sum16(f + g->pay, g->L);
     else
@@ -825,7 +833,7 @@ static PyObject *Engine_scan(Engine *e, PyObject *args)
     return PyLong_FromSsize_t(first < 0 ? n : first);
 }
 
-/* stats() -> (flush counts, pass counts, verified, singles, aggregates,
+/* stats() -> (flush counts, pass counts, verified, seed, singles, aggregates,
  * segments, hist list); resets them */
 static PyObject *Engine_stats(Engine *e, PyObject *unused)
 {
@@ -838,12 +846,12 @@ static PyObject *Engine_stats(Engine *e, PyObject *unused)
         PyTuple_SET_ITEM(pa, k, PyLong_FromUnsignedLongLong(e->pass[k]));
     for (size_t k = 0; k < e->hist_n; k++)
         PyList_SET_ITEM(hi, (Py_ssize_t)k, PyLong_FromUnsignedLong(e->hist[k]));
-    PyObject *r = Py_BuildValue("NNKKKKN", fl, pa, (unsigned long long)e->verified,
-                                (unsigned long long)e->singles,
+    PyObject *r = Py_BuildValue("NNKKKKKN", fl, pa, (unsigned long long)e->verified,
+                                (unsigned long long)e->seed, (unsigned long long)e->singles,
                                 (unsigned long long)e->aggregates, (unsigned long long)e->segs, hi);
     memset(e->flush, 0, sizeof e->flush);
     memset(e->pass, 0, sizeof e->pass);
-    e->verified = e->singles = e->aggregates = e->segs = 0;
+    e->verified = e->seed = e->singles = e->aggregates = e->segs = 0;
     e->hist_n = 0;
     return r;
 fail:
@@ -908,7 +916,7 @@ static PyMethodDef Engine_methods[] = {
      "scan(buf, recs, start, mul, swap, run) -> index of the first record from start "
      "on that begins run records run() handles (len(recs) when none); counts nothing"},
     {"stats", (PyCFunction)Engine_stats, METH_NOARGS,
-     "stats() -> (flush, passed, verified, singles, aggregates, segments, hist); resets"},
+     "stats() -> (flush, passed, verified, seed, singles, aggregates, segments, hist); resets"},
     {"release", (PyCFunction)Engine_release, METH_NOARGS,
      "release() -> the held aggregates as tuples, bucket order; holds nothing after"},
     {NULL}

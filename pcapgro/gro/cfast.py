@@ -115,7 +115,7 @@ class CEngine:
 
     def collect(self, st):
         """Add the loop's counters to GROStats ``st`` (and reset them)."""
-        flush, passed, verified, singles, aggs, segs, hist = self.c.stats()
+        flush, passed, verified, seed, singles, aggs, segs, hist = self.c.stats()
         for r, v in zip(FLUSH_CODES, flush):
             if v:
                 st.flush[r] += v
@@ -124,6 +124,8 @@ class CEngine:
                 st.passed[r] += v
         if verified:
             st.csum["verified"] += verified
+        if seed:
+            st.csum["seed"] += seed
         st.singles += singles
         if aggs:
             st.aggregates += aggs
