@@ -40,9 +40,13 @@
  * completed, bucket 0..7, oldest first).
  *
  * A record is handled here when: captured == original length, Ethernet
- * with EtherType 0x0800, IPv4 header 0x45, protocol 6, no MF / fragment
- * offset / reserved bit, good header checksum, total length + 14 == the
- * frame, TCP data offset >= 5 within the datagram, and (when checksums are
+ * with up to two VLAN tags (0x8100 / 0x88a8, when VLAN GRO is on), then
+ * either IPv4 (header 0x45, protocol 6, no MF / fragment offset / reserved
+ * bit, good header checksum, total length == the frame after the link
+ * layer) or IPv6 (next header 6: no extension headers, payload length ==
+ * the frame after the fixed header; only while gro_max_size keeps an
+ * aggregate's payload length within 16 bits), TCP data offset >= 5 within
+ * the datagram, and (when checksums are
  * verified) a good TCP checksum or the pseudo-header seed of a sender's
  * CHECKSUM_PARTIAL packet (trusted, as pcapgro/gro/csum.py).  Anything
  * else ends the run.
@@ -59,7 +63,10 @@
 #define NBUCKETS 8          /* GRO_HASH_BUCKETS */
 #define MAXPER 8            /* MAX_GRO_SKBS */
 #define MAXHELD (NBUCKETS * MAXPER)
-#define HDRMAX 94           /* Ethernet 14 + IPv4 20 + TCP 60 */
+#define MAXTAGS 2           /* VLAN tags handled here (802.1Q / 802.1ad) */
+#define L3MAX (14 + 4 * MAXTAGS)
+#define HDRMAX (L3MAX + 40 + 60)   /* Ethernet, tags, IPv6 40, TCP 60 */
+#define KEYMAX 64           /* MAC header, [IPv6 word 0], addresses, ports */
 #define NREFS 64            /* payloads referred to in place, per aggregate */
 
 /* Flush reason codes; FLUSH_NAMES (exported as _native.FLUSH_NAMES, from
@@ -99,11 +106,13 @@ _Static_assert(sizeof PASS_NAMES / sizeof *PASS_NAMES == P_N, "a name per pass c
 #define TH_FINAL (TH_URG | TH_PSH | TH_RST | TH_SYN | TH_FIN)
 
 typedef struct {
-    uint8_t key[26];        /* MAC header, IPv4 addresses, ports */
+    uint8_t key[KEYMAX];    /* flow key (seg_fields), zero-padded */
     uint64_t khash;
     uint32_t hash;          /* flow hash (bucket = hash & 7) */
     uint8_t hdr[HDRMAX];    /* the head's frame up to its payload */
-    uint32_t hlen;          /* bytes of hdr (34 + TCP header length) */
+    uint32_t hlen;          /* bytes of hdr (up to the payload) */
+    uint32_t l3;            /* network header offset (14 + 4 per tag) */
+    int v6;                 /* IPv6 (else IPv4) */
     int64_t head_ts, head_idx, age;
     uint8_t *pay;           /* payloads copied (head first), paylen bytes */
     size_t paylen, paycap;
@@ -126,7 +135,7 @@ typedef struct {
     /* configuration */
     uint32_t limit;
     int64_t gap, jiffy;
-    int verify, csum_valid, hash_flow;
+    int verify, csum_valid, hash_flow, vlan, v6;
     /* statistics since the last stats() */
     uint64_t flush[F_N], pass[P_N], verified, seed, singles, aggregates, segs;
     uint32_t *hist;
@@ -214,12 +223,14 @@ static uint32_t crc32_bytes(const uint8_t *p, size_t n)
 
 static inline uint64_t key_hash(const uint8_t *k)
 {
-    uint64_t a, b, c, d;
-    memcpy(&a, k, 8); memcpy(&b, k + 8, 8); memcpy(&c, k + 16, 8);
-    d = ((uint64_t)k[24] << 8) | k[25];
-    uint64_t h = a * 0x9E3779B97F4A7C15ull ^ b * 0xC2B2AE3D27D4EB4Full
-               ^ c * 0x165667B19E3779F9ull ^ d * 0xD6E8FEB86659FD93ull;
-    return h ^ (h >> 29);
+    uint64_t h = 0;
+    for (int i = 0; i < KEYMAX; i += 8) {
+        uint64_t w;
+        memcpy(&w, k + i, 8);
+        h = (h ^ w) * 0x9E3779B97F4A7C15ull;
+        h ^= h >> 29;
+    }
+    return h;
 }
 
 /* --------------------------------------------------------------- output */
@@ -321,6 +332,8 @@ static void bucket_remove(Engine *e, int slot)
 
 /* gro_complete + napi_gro_complete: hand a held packet up at time t, or at
  * last_out_ts (the latest time written) if t is earlier */
+static void complete_headers(Engine *e, const Agg *a, uint8_t *d);
+
 static void complete(Engine *e, int slot, int reason, int64_t t)
 {
     Agg *a = &e->aggs[slot];
@@ -360,32 +373,51 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
         e->hist_cap = cap;
     }
     e->hist[e->hist_n++] = a->count;
-    /* inet_gro_complete: total length (0 above 65535), header checksum */
-    uint32_t l3len = a->size;
-    uint32_t tot = l3len <= 0xFFFF ? l3len : 0;
-    d[16] = (uint8_t)(tot >> 8);
-    d[17] = (uint8_t)tot;
-    d[24] = d[25] = 0;
-    uint32_t r = sum16(d + 14, 20);
-    uint32_t c = 0xFFFF - r;            /* checksum(): ~fold, 0 -> 0xFFFF */
-    d[24] = (uint8_t)(c >> 8);
-    d[25] = (uint8_t)c;
-    /* tcp4_gro_complete: FIN/PSH of merged segments, checksum */
-    d[47] |= (uint8_t)a->fin_psh;
-    uint64_t l4len = l3len - 20;
-    uint64_t pseudo = be16(d + 26) + be16(d + 28) + be16(d + 30) + be16(d + 32) + 6 + l4len;
+    complete_headers(e, a, d);
+}
+
+/* inet_gro_complete / ipv6_gro_complete and tcp4_gro_complete /
+ * tcp6_gro_complete on the aggregate's headers written at d */
+static void complete_headers(Engine *e, const Agg *a, uint8_t *d)
+{
+    uint32_t l3 = a->l3, l4, c;
+    uint32_t l3len = a->size - (l3 - 14);   /* size counts the tags */
+    uint64_t l4len, pseudo;
+    if (a->v6) {
+        /* payload length (run() handles IPv6 only where it fits 16 bits) */
+        l4 = l3 + 40;
+        l4len = l3len - 40;
+        d[l3 + 4] = (uint8_t)(l4len >> 8);
+        d[l3 + 5] = (uint8_t)l4len;
+        pseudo = sum16(d + l3 + 8, 32) + 6 + l4len;
+    } else {
+        /* total length (0 above 65535: BIG TCP), header checksum */
+        uint32_t tot = l3len <= 0xFFFF ? l3len : 0;
+        l4 = l3 + 20;
+        d[l3 + 2] = (uint8_t)(tot >> 8);
+        d[l3 + 3] = (uint8_t)tot;
+        d[l3 + 10] = d[l3 + 11] = 0;
+        c = 0xFFFF - sum16(d + l3, 20);     /* checksum(): ~fold, 0 -> 0xFFFF */
+        d[l3 + 10] = (uint8_t)(c >> 8);
+        d[l3 + 11] = (uint8_t)c;
+        l4len = l3len - 20;
+        pseudo = be16(d + l3 + 12) + be16(d + l3 + 14) + be16(d + l3 + 16)
+               + be16(d + l3 + 18) + 6 + l4len;
+    }
+    /* FIN/PSH of merged segments, checksum */
+    d[l4 + 13] |= (uint8_t)a->fin_psh;
     if (!e->csum_valid) {
         uint32_t f = (uint32_t)(pseudo % 0xFFFF);   /* fold(): the seed */
         c = f ? f : 0xFFFF;
     } else {
-        d[50] = d[51] = 0;
+        d[l4 + 16] = d[l4 + 17] = 0;
         uint64_t ps = a->head_psum + (uint64_t)(a->head_L & 1 ? a->tail_psum * 256u : a->tail_psum);
-        uint64_t s = pseudo + sum16(d + 34, a->hlen - 34) + ps;
+        uint64_t s = pseudo + sum16(d + l4, a->hlen - l4) + ps;
         uint32_t rr = (uint32_t)(s % 0xFFFF);
         c = rr ? 0xFFFF - rr : 0;          /* ~fold(s), s > 0 */
     }
-    d[50] = (uint8_t)(c >> 8);
-    d[51] = (uint8_t)c;
+    d[l4 + 16] = (uint8_t)(c >> 8);
+    d[l4 + 17] = (uint8_t)c;
 }
 
 static void flush_all(Engine *e, int reason, int64_t t)
@@ -400,7 +432,7 @@ static int find(Engine *e, const uint8_t *key, uint64_t kh)
     if (!e->nheld)
         return -1;
     for (int s = 0; s < MAXHELD; s++)
-        if (e->used[s] && e->aggs[s].khash == kh && !memcmp(e->aggs[s].key, key, 26))
+        if (e->used[s] && e->aggs[s].khash == kh && !memcmp(e->aggs[s].key, key, KEYMAX))
             return s;
     return -1;
 }
@@ -410,11 +442,13 @@ typedef struct {
     const uint8_t *f;       /* frame */
     uint32_t n;             /* frame length */
     uint32_t hl;            /* TCP header length */
+    uint32_t l3, l4;        /* network and TCP header offsets */
+    int v6;                 /* IPv6 (else IPv4) */
     uint32_t pay;           /* payload offset */
     uint32_t L;             /* payload length */
     uint32_t flags, word, seq, ack, tosttl, df, ipid;
     uint32_t psum;
-    uint8_t key[26];
+    uint8_t key[KEYMAX];
     uint64_t kh;
 } Seg;
 
@@ -424,7 +458,8 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
 {
     uint32_t h = 0;
     if (e->hash_flow) {
-        h = crc32_bytes(g->f + 26, 12);
+        /* the addresses and ports (contiguous without extension headers) */
+        h = g->v6 ? crc32_bytes(g->f + g->l3 + 8, 36) : crc32_bytes(g->f + g->l3 + 12, 12);
         if (!h)
             h = 1;
     }
@@ -447,7 +482,9 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     e->used[slot] = 1;
     e->nheld++;
     e->bk[b][e->bn[b]++] = slot;
-    memcpy(a->key, g->key, 26);
+    memcpy(a->key, g->key, KEYMAX);
+    a->l3 = g->l3;
+    a->v6 = g->v6;
     a->khash = g->kh;
     a->hash = h;
     a->hlen = g->pay;
@@ -464,7 +501,7 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     a->count = 1;
     a->mss = g->L;
     a->seq_next = g->seq + g->L;
-    a->size = g->n - 14;
+    a->size = g->n - 14;    /* p->len: L3 bytes + 4 per in-band VLAN tag */
     a->word = g->word;
     a->ack = g->ack;
     a->ipid = g->ipid;
@@ -493,10 +530,12 @@ static int merge_flush(Agg *a, const Seg *g)
     }
     if (g->ack != a->ack)
         return F_ACK_CHANGED;
-    if (g->hl > 20 && memcmp(g->f + 54, a->hdr + 54, g->hl - 20))
+    if (g->hl > 20 && memcmp(g->f + g->l4 + 20, a->hdr + g->l4 + 20, g->hl - 20))
         return F_OPTIONS_CHANGED;
     if (g->tosttl != a->tosttl)
         return ((g->tosttl ^ a->tosttl) & 0xFF) ? F_TTL_CHANGED : F_TOS_CHANGED;
+    if (g->v6)
+        goto l4_checks;         /* ipv6_gro_flush: no DF, no ID */
     if (g->df != a->df)
         return F_DF_CHANGED;
     uint32_t d = (g->ipid - a->ipid) & 0xFFFF;
@@ -505,6 +544,7 @@ static int merge_flush(Agg *a, const Seg *g)
         a->fixedid = 1;
     if (d != (a->fixedid ? 0 : count))
         return F_IP_ID;
+l4_checks:
     if (g->L == 0)
         return F_PURE_ACK;
     if (g->L > a->mss)
@@ -579,12 +619,12 @@ static void receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
 static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"limit", "poll_gap_ns", "jiffy_ns", "verify", "csum_valid",
-                             "hash_flow", NULL};
+                             "hash_flow", "vlan", NULL};
     unsigned long limit;
     long long gap, jiffy;
-    int verify, csum_valid, hash_flow;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp", kwlist, &limit, &gap, &jiffy,
-                                     &verify, &csum_valid, &hash_flow))
+    int verify, csum_valid, hash_flow, vlan = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|p", kwlist, &limit, &gap, &jiffy,
+                                     &verify, &csum_valid, &hash_flow, &vlan))
         return -1;
     if (limit < 1 || limit > 0x7FFFFFFF || jiffy <= 0) {
         PyErr_SetString(PyExc_ValueError, "bad limit or jiffy");
@@ -596,6 +636,10 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
     e->verify = verify;
     e->csum_valid = csum_valid;
     e->hash_flow = hash_flow;
+    e->vlan = vlan;
+    /* an IPv6 aggregate's payload length must fit 16 bits: a larger limit
+     * (BIG TCP) adds a Hop-by-Hop jumbo header, left to the Python engine */
+    e->v6 = e->limit <= 0xFFFF + 41;   /* size < limit: 40 + payload <= limit - 1 */
     return 0;
 }
 
@@ -630,19 +674,43 @@ static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
     if ((int64_t)h[1] * mul >= 1000000000)
         return 0;               /* a fraction of a second out of range */
     const uint8_t *f = r + 16;
-    if (f[12] != 0x08 || f[13] != 0x00 || f[14] != 0x45 || f[23] != 6)
+    /* the link layer: Ethernet, then up to MAXTAGS VLAN tags (vlan_gro_receive) */
+    uint32_t l3 = 14, et = be16(f + 12);
+    while (et == 0x8100 || et == 0x88A8) {
+        if (!e->vlan || l3 == L3MAX)
+            return 0;
+        et = be16(f + l3 + 2);
+        l3 += 4;
+    }
+    uint32_t l4, frag = 0;
+    if (et == 0x0800) {
+        /* inet_gro_receive: no options, TCP, no fragment, good header
+         * checksum, total length = the frame (no padding) */
+        l4 = l3 + 20;
+        if (l4 + 20 > cap || f[l3] != 0x45 || f[l3 + 9] != 6)
+            return 0;
+        frag = be16(f + l3 + 6);
+        if (be16(f + l3 + 2) + l3 != cap || (frag & 0xBFFF) || sum16(f + l3, 20) != 0)
+            return 0;
+    } else if (et == 0x86DD && e->v6) {
+        /* ipv6_gro_receive: TCP right after the fixed header, payload
+         * length = the frame */
+        l4 = l3 + 40;
+        if (l4 + 20 > cap || f[l3 + 6] != 6 || be16(f + l3 + 4) + l4 != cap)
+            return 0;
+    } else {
         return 0;
-    uint32_t tot = be16(f + 16);
-    uint32_t frag = be16(f + 20);
-    if (tot + 14 != cap || (frag & 0xBFFF) || sum16(f + 14, 20) != 0)
-        return 0;
-    uint32_t hl = (uint32_t)(f[46] >> 4) << 2;
-    if (hl < 20 || 34 + hl > cap)
+    }
+    uint32_t hl = (uint32_t)(f[l4 + 12] >> 4) << 2;
+    if (hl < 20 || l4 + hl > cap)
         return 0;
     g->f = f;
     g->n = cap;
     g->hl = hl;
-    g->pay = 34 + hl;
+    g->l3 = l3;
+    g->l4 = l4;
+    g->v6 = et == 0x86DD;
+    g->pay = l4 + hl;
     g->L = cap - g->pay;
     g->psum = 0;
     g->df = frag & 0x4000;
@@ -660,10 +728,11 @@ static int seg_csum(Engine *e, Seg *g, int count)
     const uint8_t *f = g->f;
     if (!(e->verify || e->csum_valid))
         return 1;
-    uint32_t tot = be16(f + 16);
-    uint64_t pseudo = be16(f + 26) + be16(f + 28) + be16(f + 30) + be16(f + 32)
-                    + 6 + (tot - 20);
-    uint32_t th = sum16(f + 34, g->hl);
+    uint32_t l3 = g->l3, l4 = g->l4;
+    uint64_t pseudo = g->v6 ? sum16(f + l3 + 8, 32) + 6 + (g->n - l4)
+                            : be16(f + l3 + 12) + be16(f + l3 + 14) + be16(f + l3 + 16)
+                              + be16(f + l3 + 18) + 6 + (g->n - l4);
+    uint32_t th = sum16(f + l4, g->hl);
     uint32_t sd = (uint32_t)(pseudo % 0xFFFF);
     if (!sd)
         sd = 0xFFFF;
@@ -672,7 +741,7 @@ static int seg_csum(Engine *e, Seg *g, int count)
         if ((pseudo + th + ps) % 0xFFFF == 0) {
             if (count)
                 e->verified++;
-        } else if (be16(f + 50) == sd) {
+        } else if (be16(f + l4 + 16) == sd) {
             /* CHECKSUM_PARTIAL (a sender's capture): trusted, csum.verify */
             if (count)
                 e->seed++;
@@ -682,26 +751,42 @@ static int seg_csum(Engine *e, Seg *g, int count)
         g->psum = ps;
         return 1;
     }
-    if (be16(f + 50) == sd)
+    if (be16(f + l4 + 16) == sd)
         g->psum = sum16(f + g->pay, g->L);
     else
         g->psum = (uint32_t)((0xFFFF - (pseudo + th) % 0xFFFF) % 0xFFFF);
     return 1;
 }
 
-/* the TCP/IP fields tcp_gro_receive and inet_gro_flush compare, and the
- * flow key (MAC header, addresses, ports) */
+/* the TCP/IP fields tcp_gro_receive and inet_gro_flush / ipv6_gro_flush
+ * compare, and the flow key of the Python reference (ipv4.receive,
+ * ipv6.receive): MAC header with its tags; IPv4: addresses, ports; IPv6:
+ * version and flow label, next header, addresses, ports */
 static void seg_fields(Seg *g)
 {
     const uint8_t *f = g->f;
-    g->flags = f[47];
-    g->word = be32(f + 46);
-    g->seq = be32(f + 38);
-    g->ack = be32(f + 42);
-    g->tosttl = ((uint32_t)f[15] << 8) | f[22];
-    g->ipid = be16(f + 18);
-    memcpy(g->key, f, 14);
-    memcpy(g->key + 14, f + 26, 12);
+    uint32_t l3 = g->l3, l4 = g->l4;
+    g->flags = f[l4 + 13];
+    g->word = be32(f + l4 + 12);
+    g->seq = be32(f + l4 + 4);
+    g->ack = be32(f + l4 + 8);
+    memset(g->key, 0, KEYMAX);
+    memcpy(g->key, f, l3);
+    uint8_t *k = g->key + l3;
+    if (g->v6) {
+        uint32_t first = be32(f + l3);
+        g->tosttl = (((first >> 20) & 0xFF) << 8) | f[l3 + 7];
+        g->ipid = 0;
+        first &= 0xF00FFFFFu;
+        k[0] = (uint8_t)(first >> 24); k[1] = (uint8_t)(first >> 16);
+        k[2] = (uint8_t)(first >> 8); k[3] = (uint8_t)first;
+        k[4] = f[l3 + 6];
+        memcpy(k + 5, f + l3 + 8, 36);          /* addresses, ports */
+    } else {
+        g->tosttl = ((uint32_t)f[l3 + 1] << 8) | f[l3 + 8];
+        g->ipid = be16(f + l3 + 4);
+        memcpy(k, f + l3 + 12, 12);             /* addresses, ports */
+    }
     g->kh = key_hash(g->key);
 }
 

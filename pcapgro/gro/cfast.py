@@ -1,4 +1,5 @@
-"""The compiled fast path: classic pcap chunks of Ethernet/IPv4/TCP in C.
+"""The compiled fast path: classic pcap chunks of Ethernet (VLAN-tagged or
+not) IPv4/IPv6 TCP in C.
 
 :mod:`pcapgro._native` (``pcapgro/_native.c``, built by ``setup.py`` when a
 C compiler is there; optional) runs GRO over the records of a classic pcap
@@ -28,8 +29,6 @@ gro_flush_timeout 0.  ``PCAPGRO_NO_C=1`` in the environment turns it off.
 import os
 
 from ..record import Packet, RawRecords
-from .offload import packet_offload
-from ..linklayer import ETH_P_IP
 from .flush import Flush, Pass
 
 try:  # the extension is optional (no C compiler at install time)
@@ -79,7 +78,8 @@ class CEngine:
         self.c = _native.Engine(limit=cfg.gro_max_size,
                                 poll_gap_ns=max(min(cfg.poll_gap_ns, 1 << 62), -(1 << 62)),
                               jiffy_ns=1_000_000_000 // cfg.hz, verify=cfg.verify_csum,
-                              csum_valid=cfg.csum == "valid", hash_flow=cfg.hash == "flow")
+                              csum_valid=cfg.csum == "valid", hash_flow=cfg.hash == "flow",
+                              vlan=cfg.vlan_gro)
 
     @property
     def held(self):
@@ -144,7 +144,7 @@ class CEngine:
         for (b, h, head, head_ts, head_idx, tail, count, mss, seq_next, size, fin_psh,
              fixedid, age, head_psum, tail_psum) in self.c.release():
             pkt = Packet(head_ts, head, len(head), 0, linktype, None)
-            agg = eng.adopt(packet_offload(ETH_P_IP).gro_receive(pkt, 14, 0), h, age)
+            agg = eng.adopt(eng._parse(pkt), h, age)
             agg.idxs = [head_idx]
             agg.psums = [head_psum if valid else None]
             if count > 1:
