@@ -22,6 +22,7 @@ class _Distribution(Distribution):
 
 setup(distclass=_Distribution,
       ext_modules=[Extension("pcapgro._native", ["pcapgro/_native.c"],
+                             depends=["pcapgro/_annotate.h"],
                              extra_compile_args=["-O2", "-std=c99"], optional=True),
                    # the compiled segmenter of split (pcapgro/gso/cseg.py), optional too
                    Extension("pcapgro._gso", ["pcapgro/_gso.c"],

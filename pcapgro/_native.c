@@ -14,11 +14,12 @@
  * What it is.  The kernel inlines its GRO fast path (dev_gro_receive ->
  * inet_gro_receive -> tcp4_gro_receive) because call depth costs cycles;
  * in CPython every per-packet statement costs ~50 ns, so pcapgro keeps the
- * common case -- Ethernet (no VLAN tag) / IPv4 (no options, no fragment)
- * / TCP -- in C as one flat loop over the records of a classic pcap chunk,
+ * common case -- Ethernet (up to two VLAN tags) / IPv4 (no options, no
+ * fragment) or IPv6 (no extension headers) / TCP -- in C as one flat loop over the records of a classic pcap chunk,
  * reading the records in place and writing the output records (pass-through
- * packets and built aggregates) into one buffer in the input's record
- * format.  The Python engine (pcapgro/gro/engine.py, the reference) stays
+ * packets and built aggregates) into one buffer: classic pcap records in the
+ * input's format, or pcapng EPBs (with annotated output's comments, flags
+ * and restore records: _annotate.h).  The Python engine (pcapgro/gro/engine.py, the reference) stays
  * in charge of everything else: this loop stops at the first record it
  * does not handle and hands the aggregates it holds to the Python engine
  * (Engine.release), which continues from there.
@@ -59,6 +60,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <stdlib.h>
+
+#include "_annotate.h"      /* pcapng output: restore records, EPB options */
 
 #define NBUCKETS 8          /* GRO_HASH_BUCKETS */
 #define MAXPER 8            /* MAX_GRO_SKBS */
@@ -123,6 +126,7 @@ typedef struct {
     uint32_t tosttl, df;
     int fin_psh, fixedid, tail_odd;
     uint32_t head_psum, tail_psum;   /* payload sums mod 0xFFFF */
+    sbuf rows;              /* annotated: the restore record's s= rows so far */
 } Agg;
 
 typedef struct {
@@ -136,6 +140,12 @@ typedef struct {
     uint32_t limit;
     int64_t gap, jiffy;
     int verify, csum_valid, hash_flow, vlan, v6;
+    /* pcapng output (else classic pcap records in the input's format):
+     * EPBs on interface 0 in the byte order ng_swap says, timestamps in
+     * units of ng_div ns; annotate: comments, flags, restore records */
+    int ng, ng_swap, annotate;
+    int64_t ng_div;
+    sbuf opts, txt;         /* scratch: one record's options and text */
     /* statistics since the last stats() */
     uint64_t flush[F_N], pass[P_N], verified, seed, singles, aggregates, segs;
     uint32_t *hist;
@@ -145,6 +155,7 @@ typedef struct {
     uint8_t *out;
     size_t outlen, outcap;
     Py_ssize_t nout;
+    unsigned long long outbytes;    /* captured bytes of the records written */
     uint32_t maxcap;
     int swap;
     int64_t mul;
@@ -200,8 +211,8 @@ static uint32_t sum16(const uint8_t *p, size_t n)
     return (uint32_t)s;
 }
 
-/* CRC-32 (zlib's) of the flow hash: zlib.crc32(addresses + ports) or 1 */
-static uint32_t crc_table[256];
+/* CRC-32 (zlib's) of the flow hash: zlib.crc32(addresses + ports) or 1;
+ * crc_table and crc32_cont are in _annotate.h */
 
 static void crc_init(void)
 {
@@ -215,10 +226,7 @@ static void crc_init(void)
 
 static uint32_t crc32_bytes(const uint8_t *p, size_t n)
 {
-    uint32_t c = 0xFFFFFFFFu;
-    while (n--)
-        c = crc_table[(c ^ *p++) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
+    return crc32_cont(0, p, n);
 }
 
 static inline uint64_t key_hash(const uint8_t *k)
@@ -284,32 +292,77 @@ static inline void put32(uint8_t *p, uint32_t v, int swap)
     memcpy(p, &v, 4);
 }
 
-/* a record header for ts (ns), caplen = origlen = n, in the input's format */
-static uint8_t *out_record(Engine *e, int64_t ts, uint32_t n)
+/* A record for ts (ns), caplen = origlen = n: a classic pcap record in
+ * the input's format, or an EPB with the options opt (NULL: none) already
+ * laid out around it.  Returns where its n bytes of frame go. */
+static uint8_t *out_record(Engine *e, int64_t ts, uint32_t n, const sbuf *opt)
 {
-    if (out_reserve(e, 16 + (size_t)n) < 0)
-        return NULL;
-    uint8_t *r = e->out + e->outlen;
-    put32(r, (uint32_t)(ts / 1000000000), e->swap);
-    put32(r + 4, (uint32_t)((ts % 1000000000) / e->mul), e->swap);
-    put32(r + 8, n, e->swap);
-    put32(r + 12, n, e->swap);
-    e->outlen += 16 + (size_t)n;
+    uint8_t *r;
+    if (e->ng) {
+        size_t pad = (4 - (n & 3)) & 3, ol = opt ? opt->n : 0;
+        size_t bl = 32 + (size_t)n + pad + ol;
+        if (out_reserve(e, bl) < 0)
+            return NULL;
+        r = e->out + e->outlen;
+        uint64_t t = (uint64_t)ts / (uint64_t)e->ng_div;
+        int sw = e->ng_swap;
+        ng_put32(r, BT_EPB, sw);
+        ng_put32(r + 4, (uint32_t)bl, sw);
+        ng_put32(r + 8, 0, sw);
+        ng_put32(r + 12, (uint32_t)(t >> 32), sw);
+        ng_put32(r + 16, (uint32_t)t, sw);
+        ng_put32(r + 20, n, sw);
+        ng_put32(r + 24, n, sw);
+        uint8_t *q = r + 28 + n;
+        memset(q, 0, pad);
+        if (ol)
+            memcpy(q + pad, opt->p, ol);
+        ng_put32(q + pad + ol, (uint32_t)bl, sw);
+        e->outlen += bl;
+        r += 28;
+    } else {
+        if (out_reserve(e, 16 + (size_t)n) < 0)
+            return NULL;
+        r = e->out + e->outlen;
+        put32(r, (uint32_t)(ts / 1000000000), e->swap);
+        put32(r + 4, (uint32_t)((ts % 1000000000) / e->mul), e->swap);
+        put32(r + 8, n, e->swap);
+        put32(r + 12, n, e->swap);
+        e->outlen += 16 + (size_t)n;
+        r += 16;
+    }
     e->nout++;
+    e->outbytes += n;
     if (n > e->maxcap)
         e->maxcap = n;
-    return r + 16;
+    return r;
 }
 
-/* hand a packet up unchanged (GRO_NORMAL) at its own time, even when that
- * is earlier than a packet written before it (last_out_ts: the latest time
- * written, raised to ts if later) */
-static void pass_up(Engine *e, int reason, const uint8_t *f, uint32_t n, int64_t ts)
+/* the position record of a packet handed up alone (annotated output), or
+ * NULL when there is none to write */
+static const sbuf *position_opts(Engine *e, int64_t idx, int64_t ts)
+{
+    if (!(e->ng && e->annotate))
+        return NULL;
+    if (ng_position(&e->opts, &e->txt, (long long)idx, (long long)ts, e->ng_swap) < 0) {
+        PyErr_Clear();
+        e->error = 1;
+        return NULL;
+    }
+    return &e->opts;
+}
+
+/* hand a packet (input index idx) up unchanged (GRO_NORMAL) at its own
+ * time, even when that is earlier than a packet written before it
+ * (last_out_ts: the latest time written, raised to ts if later); annotated,
+ * with its position when it overtakes held packets (annotate.passed) */
+static void pass_up(Engine *e, int reason, const uint8_t *f, uint32_t n, int64_t ts,
+                    int64_t idx)
 {
     e->pass[reason]++;
     if (ts > e->last_out_ts)
         e->last_out_ts = ts;
-    uint8_t *d = out_record(e, ts, n);
+    uint8_t *d = out_record(e, ts, n, e->nheld ? position_opts(e, idx, ts) : NULL);
     if (d)
         memcpy(d, f, n);
 }
@@ -345,10 +398,28 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
         t = e->last_out_ts;
     e->last_out_ts = t;
     uint32_t n = a->hlen + (uint32_t)(a->paylen + a->reflen);
-    uint8_t *d = out_record(e, t, n);
+    /* the headers as written (completed below for an aggregate) */
+    uint8_t hdr[HDRMAX];
+    memcpy(hdr, a->hdr, a->hlen);
+    const sbuf *opt = NULL;
+    if (a->count == 1) {
+        opt = position_opts(e, a->head_idx, a->head_ts);
+    } else {
+        complete_headers(e, a, hdr);
+        if (e->ng && e->annotate) {
+            if (ng_aggregate(&e->opts, &e->txt, a->count, a->mss, (long long)a->head_idx,
+                             (long long)a->head_ts, a->head_L, a->hdr, a->hlen, hdr, a->hlen,
+                             &a->rows, e->ng_swap) < 0) {
+                PyErr_Clear();
+                e->error = 1;
+            }
+            opt = &e->opts;
+        }
+    }
+    uint8_t *d = out_record(e, t, n, opt);
     if (!d)
         return;
-    memcpy(d, a->hdr, a->hlen);
+    memcpy(d, hdr, a->hlen);
     uint8_t *q = d + a->hlen;
     memcpy(q, a->pay, a->paylen);
     q += a->paylen;
@@ -373,7 +444,6 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
         e->hist_cap = cap;
     }
     e->hist[e->hist_n++] = a->count;
-    complete_headers(e, a, d);
 }
 
 /* inet_gro_complete / ipv6_gro_complete and tcp4_gro_complete /
@@ -512,6 +582,7 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     a->head_psum = g->psum;
     a->tail_psum = 0;
     a->tail_odd = 0;
+    a->rows.n = 0;
 }
 
 /* tcp_gro_receive's merge checks (with inet_gro_flush), in its order;
@@ -569,9 +640,9 @@ static int final_reason(uint32_t flags)
 static void pass_or_hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
 {
     if (g->L < 1)
-        pass_up(e, P_PURE_ACK, g->f, g->n, ts);
+        pass_up(e, P_PURE_ACK, g->f, g->n, ts, idx);
     else if (g->flags & TH_FINAL)
-        pass_up(e, P_FLAGS, g->f, g->n, ts);
+        pass_up(e, P_FLAGS, g->f, g->n, ts, idx);
     else
         hold(e, g, ts, idx);
 }
@@ -600,6 +671,12 @@ static void receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
         a->refs[a->nrefs].n = g->L;
         a->nrefs++;
         a->reflen += g->L;
+        if (e->annotate && sb_row(&a->rows, a->count == 2, (long long)(idx - a->head_idx),
+                                  (long long)(ts - a->head_ts), g->L, g->f, g->pay,
+                                  a->hdr, a->hlen) < 0) {
+            PyErr_Clear();
+            e->error = 1;
+        }
         if (e->csum_valid) {
             uint32_t x = a->tail_odd ? g->psum * 256u % 0xFFFF : g->psum;
             a->tail_psum = (a->tail_psum + x) % 0xFFFF;
@@ -619,17 +696,23 @@ static void receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
 static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"limit", "poll_gap_ns", "jiffy_ns", "verify", "csum_valid",
-                             "hash_flow", "vlan", NULL};
+                             "hash_flow", "vlan", "pcapng", "pcapng_swap", "pcapng_div",
+                             "annotate", NULL};
     unsigned long limit;
-    long long gap, jiffy;
-    int verify, csum_valid, hash_flow, vlan = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|p", kwlist, &limit, &gap, &jiffy,
-                                     &verify, &csum_valid, &hash_flow, &vlan))
+    long long gap, jiffy, ng_div = 1;
+    int verify, csum_valid, hash_flow, vlan = 0, ng = 0, ng_swap = 0, annotate = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLp", kwlist, &limit, &gap, &jiffy,
+                                     &verify, &csum_valid, &hash_flow, &vlan, &ng, &ng_swap,
+                                     &ng_div, &annotate))
         return -1;
-    if (limit < 1 || limit > 0x7FFFFFFF || jiffy <= 0) {
-        PyErr_SetString(PyExc_ValueError, "bad limit or jiffy");
+    if (limit < 1 || limit > 0x7FFFFFFF || jiffy <= 0 || ng_div <= 0) {
+        PyErr_SetString(PyExc_ValueError, "bad limit, jiffy or pcapng_div");
         return -1;
     }
+    e->ng = ng;
+    e->ng_swap = ng_swap;
+    e->ng_div = ng_div;
+    e->annotate = ng && annotate;     /* classic pcap holds no comments */
     e->limit = (uint32_t)limit;
     e->gap = gap;
     e->jiffy = jiffy;
@@ -645,8 +728,12 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
 
 static void Engine_dealloc(Engine *e)
 {
-    for (int s = 0; s < MAXHELD; s++)
+    for (int s = 0; s < MAXHELD; s++) {
         free(e->aggs[s].pay);
+        PyMem_Free(e->aggs[s].rows.p);
+    }
+    PyMem_Free(e->opts.p);
+    PyMem_Free(e->txt.p);
     free(e->hist);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
@@ -811,6 +898,7 @@ static int run_begin(Engine *e, PyObject *recs, Py_ssize_t start, Py_ssize_t ble
     e->outcap = bound;
     e->outlen = 0;
     e->nout = 0;
+    e->outbytes = 0;
     e->maxcap = 0;
     e->error = 0;
     return 0;
@@ -834,8 +922,9 @@ static PyObject *run_end(Engine *e, Py_ssize_t i)
         Py_DECREF(out);
         return NULL;
     }
-    return Py_BuildValue("nNnkLiL", i, out, e->nout, (unsigned long)e->maxcap,
-                         (long long)e->last_ts, e->have_last, (long long)e->last_out_ts);
+    return Py_BuildValue("nNnkLiLK", i, out, e->nout, (unsigned long)e->maxcap,
+                         (long long)e->last_ts, e->have_last, (long long)e->last_out_ts,
+                         e->outbytes);
 }
 
 /* run(buf, recs, start, base, mul, swap, last_ts, have_last, last_out_ts)
@@ -948,7 +1037,9 @@ fail:
 
 /* release() -> list, bucket 0..7 oldest first, of (bucket, hash, head frame,
  * head_ts, head_idx, tail payload, count, mss, seq_next, size, fin_psh,
- * fixedid, age, head_psum, tail_psum); the engine then holds nothing */
+ * fixedid, age, head_psum, tail_psum, rows: the restore record's s= rows of
+ * the merged segments when annotated, else ''); the engine then holds
+ * nothing */
 static PyObject *Engine_release(Engine *e, PyObject *unused)
 {
     PyObject *lst = PyList_New(0);
@@ -962,14 +1053,15 @@ static PyObject *Engine_release(Engine *e, PyObject *unused)
                 goto fail;
             memcpy(PyBytes_AS_STRING(head), a->hdr, a->hlen);
             memcpy(PyBytes_AS_STRING(head) + a->hlen, a->pay, a->head_L);
-            PyObject *t = Py_BuildValue("ikNLLy#kkkkiiLkk", b, (unsigned long)a->hash, head,
+            PyObject *t = Py_BuildValue("ikNLLy#kkkkiiLkks#", b, (unsigned long)a->hash, head,
                                         (long long)a->head_ts, (long long)a->head_idx,
                                         (const char *)a->pay + a->head_L,
                                         (Py_ssize_t)(a->paylen - a->head_L),
                                         (unsigned long)a->count, (unsigned long)a->mss,
                                         (unsigned long)a->seq_next, (unsigned long)a->size,
                                         a->fin_psh, a->fixedid, (long long)a->age,
-                                        (unsigned long)a->head_psum, (unsigned long)a->tail_psum);
+                                        (unsigned long)a->head_psum, (unsigned long)a->tail_psum,
+                                        a->rows.p ? a->rows.p : "", (Py_ssize_t)a->rows.n);
             if (!t || PyList_Append(lst, t) < 0) {
                 Py_XDECREF(t);
                 goto fail;
@@ -1113,71 +1205,6 @@ static PyObject *py_buffer(PyObject *self, PyObject *args)
  * "*hex" (the whole header) when the lengths differ.  Byte-identical with
  * the Python twin restore._rows_py (tests/test_restore_record.py). */
 
-typedef struct {
-    char *p;
-    size_t n, cap;
-} sbuf;
-
-static int sb_grow(sbuf *b, size_t more)
-{
-    if (b->n + more <= b->cap)
-        return 0;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->n + more)
-        cap *= 2;
-    char *q = PyMem_Realloc(b->p, cap);
-    if (!q) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    b->p = q;
-    b->cap = cap;
-    return 0;
-}
-
-static int sb_put(sbuf *b, char c)
-{
-    if (sb_grow(b, 1) < 0)
-        return -1;
-    b->p[b->n++] = c;
-    return 0;
-}
-
-static const char HEXD[] = "0123456789abcdef";
-
-static int sb_hex(sbuf *b, const uint8_t *d, Py_ssize_t n)
-{
-    if (sb_grow(b, 2 * (size_t)n) < 0)
-        return -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        b->p[b->n++] = HEXD[d[i] >> 4];
-        b->p[b->n++] = HEXD[d[i] & 15];
-    }
-    return 0;
-}
-
-/* v in decimal, then the character end (if not 0); by hand: glibc's
- * snprintf cost ~300 ns a number here, most of the row encoder's time */
-static int sb_ll(sbuf *b, long long v, char end)
-{
-    char tmp[24];
-    int k = 0;
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    if (sb_grow(b, 24) < 0)
-        return -1;
-    do {
-        tmp[k++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        b->p[b->n++] = '-';
-    while (k)
-        b->p[b->n++] = tmp[--k];
-    if (end)
-        b->p[b->n++] = end;
-    return 0;
-}
-
 /* item i of seq (an int) in decimal, then the character end: by hand when
  * it fits a long long, else through str() (a timestamp delta between a
  * packet near 2**64 ns and one near 0 does not fit 64 bits; the Python
@@ -1241,32 +1268,7 @@ static PyObject *py_restore_rows(PyObject *self, PyObject *args)
         Py_buffer h;
         if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(fh, i), &h, PyBUF_SIMPLE) < 0)
             goto done;
-        const uint8_t *d = h.buf;
-        int bad = 0;
-        if (h.len != rn) {
-            if (sb_put(&b, '*') < 0 || sb_hex(&b, d, h.len) < 0)
-                bad = 1;
-        } else {
-            int first = 1;
-            Py_ssize_t j = 0;
-            while (j < rn && !bad) {
-                if (d[j] == r[j]) {
-                    j++;
-                    continue;
-                }
-                Py_ssize_t e = j + 1;
-                while (e < rn && d[e] != r[e])
-                    e++;
-                if (!first && sb_put(&b, '/') < 0) {
-                    bad = 1;
-                    break;
-                }
-                first = 0;
-                if (sb_ll(&b, (long long)j, ':') < 0 || sb_hex(&b, d + j, e - j) < 0)
-                    bad = 1;
-                j = e;
-            }
-        }
+        int bad = sb_diffs(&b, h.buf, h.len, r, rn) < 0;
         PyBuffer_Release(&h);
         if (bad)
             goto done;

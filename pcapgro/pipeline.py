@@ -111,6 +111,9 @@ def run(reader, writer, transform=None, progress=None):
             # records in the input's format may go out as they are laid out
             # by the compiled GRO loop (pcapgro.gro.cfast)
             eng.raw_out = True
+        elif hasattr(eng, "ng_out") and getattr(writer, "accepts_blocks", None) is not None:
+            # or as the EPBs it lays out for pcapng output
+            eng.ng_out = writer.accepts_blocks(reader)
         # the cyclic GC: GRO makes and drops many small objects per chunk
         # but no reference cycles, so its scans of them (a collection per
         # 700 allocations: ~8% of the time) are spaced out here

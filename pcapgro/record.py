@@ -13,6 +13,7 @@ already applied); no floats anywhere on the path.
 from __future__ import annotations
 
 __all__ = ["Packet", "PacketMeta", "GSOInfo", "Interface", "Section", "Block", "RawRecords",
+           "RawBlocks",
            "EPB_FLAG_TSO", "BLOCK_EPB", "BLOCK_SPB", "BLOCK_PB"]
 
 # pcapng EPB flags word bit 11: "TCP segmentation offloaded" (a received
@@ -216,3 +217,31 @@ class RawRecords:
 
     def __repr__(self):
         return f"RawRecords(n={self.n}, bytes={len(self.data)})"
+
+
+class RawBlocks:
+    """Enhanced Packet Blocks already laid out, on interface 0 of the
+    section being written, in the byte order and timestamp units the
+    writer agreed to (:meth:`pcapgro.capture.pcapng.PcapngWriter.accepts_blocks`):
+    what the compiled GRO loop hands up for pcapng output, options
+    (comments, flags) included (:mod:`pcapgro.gro.cfast`).
+
+    Attributes:
+        data:   the blocks (bytes-like).
+        n:      how many EPBs.
+        maxcap: the largest captured length among them, bytes.
+        nbytes: their captured bytes in all (packet data, no headers).
+        ts:     the latest time written up to and including them, int ns.
+    """
+
+    __slots__ = ("data", "n", "maxcap", "nbytes", "ts")
+
+    def __init__(self, data, n, maxcap, nbytes, ts):
+        self.data = data
+        self.n = n
+        self.maxcap = maxcap
+        self.nbytes = nbytes
+        self.ts = ts
+
+    def __repr__(self):
+        return f"RawBlocks(n={self.n}, bytes={len(self.data)})"

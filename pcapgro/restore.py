@@ -186,7 +186,8 @@ def encode(written_hdr, pkts, pays, idxs, flags=None):
                         if p.meta is not None])
 
 
-def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis, metas=None):
+def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis, metas=None,
+                rows0=None):
     """:func:`encode` from the first Packet ``p0`` (payload from offset
     ``pay0``, input index ``i0``) and, for each later segment, its header
     bytes (bytes or memoryview), timestamp offset from ``p0`` (ns), payload
@@ -195,13 +196,18 @@ def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis, metas=No
     ``metas``: None or a list of ``(row, PacketMeta)`` for the later
     segments that carry metadata, ``row`` their 1-based position in the
     lists, ascending (the ``m=`` field; empty metadata is left out).
-    The first packet's block type, when not an EPB, is recorded (``b=``)."""
+    The first packet's block type, when not an EPB, is recorded (``b=``).
+    ``rows0``: None or the encoded rows (str) of segments before those in
+    the lists (the compiled loop's, handed over with the aggregate)."""
     h0 = p0.data[:pay0]
     parts = [f"{TAG}i={i0} t={p0.ts}" + block_field(p0.meta)]
     if flags is not None:
         parts.append(f"f={flags}")
     parts.append(f"h={len(p0.data) - pay0},{_diff1(h0, written_hdr)}")
-    parts.append("s=" + _rows(h0, hdrs, dts, lens, dis))
+    rows = _rows(h0, hdrs, dts, lens, dis)
+    if rows0:
+        rows = rows0 + ";" + rows if rows else rows0
+    parts.append("s=" + rows)
     if metas:
         m = []
         for row, meta in metas:

@@ -339,9 +339,10 @@ def test_pcapng_second_section_earlier():
     assert [(p.ts, bytes(p.data)) for p in out[n1:]] == [(p.ts, bytes(p.data)) for p in alone]
 
 
-def test_not_used_for_pcapng_or_annotations():
-    # pcapng output (annotated) never gets RawRecords
-    assert not cfast.usable(GROConfig(annotate=True))
+def test_not_used_for_configurations_it_does_not_model():
+    # annotations need pcapng output: the engine decides that per output
+    # (GROEngine.ng_out); the configuration alone does not exclude them
+    assert cfast.usable(GROConfig(annotate=True))
     assert not cfast.usable(GROConfig(annotate=False, fraglist=True))
     assert not cfast.usable(GROConfig(annotate=False, napi_budget=64))
     assert not cfast.usable(GROConfig(annotate=False, gro_flush_timeout=1000))
@@ -619,3 +620,88 @@ def test_handed_over_when_the_loop_does_not_model_it(cfg):
     assert pys >= 1
     assert (out, st) == run(data, False, **cfg)[:2]
     assert general(pkts, **cfg) == (out, st)
+
+
+def run_ng(data, compiled, chunk=1 << 22, annotate=True, min_run=1, **cfg):
+    """pcap bytes through pipeline.run to a PcapngWriter (pcapng output, as
+    merge's default): (output bytes, stats dict, RawBlocks written)."""
+    from pcapgro.capture.pcapng import PcapngWriter
+    from pcapgro.record import RawBlocks
+    old, old_run = _stream.CHUNK, cfast.MIN_RUN
+    _stream.CHUNK = chunk
+    cfast.MIN_RUN = min_run
+    blocks = []
+    orig = PcapngWriter._raw_blocks
+
+    def counting(self, ev):
+        assert type(ev) is RawBlocks
+        blocks.append(ev.n)
+        return orig(self, ev)
+
+    PcapngWriter._raw_blocks = counting
+    try:
+        eng = GROEngine(GROConfig(annotate=annotate, compiled=compiled, **cfg))
+        with tempfile.TemporaryFile() as f:
+            w = PcapngWriter(f)
+            pipeline.run(PcapReader(io.BytesIO(data)), w, eng.process)
+            w.close()
+            f.seek(0)
+            out = f.read()
+    finally:
+        _stream.CHUNK, cfast.MIN_RUN = old, old_run
+        PcapngWriter._raw_blocks = orig
+    return out, eng.stats.to_dict(), sum(blocks)
+
+
+@pytest.mark.parametrize("annotate", [True, False])
+@pytest.mark.parametrize("ci", [0, 1, 3, 4, 8])
+@pytest.mark.parametrize("n_flows", [1, 7])
+def test_compiled_pcapng_output_matches_python(n_flows, ci, annotate):
+    # issue 16.6: pcapng output, annotated (comments, TSO flag, restore
+    # records) or not, written by the loop itself: the same bytes as the
+    # Python engine's, across hand-overs (an aggregate the loop merged
+    # part of carries its rows over) and chunk boundaries
+    pkts = rule_traffic(n_flows * 19 + ci, n_flows, 2500, p6=0.3, shapes=True)
+    data = _pcap(pkts)
+    for chunk in (1 << 22, 9000):
+        c_out, c_st, blocks = run_ng(data, True, chunk, annotate, **CONFIGS[ci])
+        p_out, p_st, none = run_ng(data, False, chunk, annotate, **CONFIGS[ci])
+        assert blocks > 0 and none == 0
+        assert c_st == p_st
+        assert c_out == p_out
+
+
+@pytest.mark.parametrize("nanosecond,byteorder", [(True, "<"), (False, ">")])
+def test_compiled_pcapng_output_resolution_and_byte_order(nanosecond, byteorder):
+    pkts = rule_traffic(77, 4, 1500, us=not nanosecond)
+    data = _pcap(pkts, nanosecond, byteorder)
+    c = run_ng(data, True)
+    p = run_ng(data, False)
+    assert c[2] > 0
+    assert c[:2] == p[:2]
+
+
+def test_compiled_pcapng_output_restores_the_input():
+    # split --restore of what the loop wrote gives the input back, byte
+    # for byte (the restore records are exact)
+    pkts = traffic(3, 5, 3000)
+    f = Flow(6, src="fd00::7", ipid="inc", vlans=[(0x8100, 7)], flow=3)
+    pkts += [f.pkt(k * 1448, 1448, ACK, ts=pkts[-1].ts + (k + 1) * US) for k in range(200)]
+    data = _pcap(pkts)
+    out, st, blocks = run_ng(data, True, 9000)
+    assert blocks > 0 and st["aggregates"] > 100
+    import os
+    import subprocess
+    import sys
+    exe = os.path.join(os.path.dirname(sys.executable), "pcapgro")
+    with tempfile.TemporaryDirectory() as d:
+        src, dst = f"{d}/m.pcapng", f"{d}/back.pcap"
+        with open(src, "wb") as f:
+            f.write(out)
+        r = subprocess.run([exe, "split", "--restore", "-q", src, dst],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        with open(dst, "rb") as f:
+            back = [p for p in PcapReader(f) if type(p) is Packet]
+    orig = [p for p in PcapReader(io.BytesIO(data)) if type(p) is Packet]
+    assert [(p.ts, bytes(p.data)) for p in back] == [(p.ts, bytes(p.data)) for p in orig]

@@ -30,7 +30,7 @@ import struct
 import sys
 
 from ..errors import UnusableInput
-from ..record import (Packet, PacketMeta, Interface, Section, Block,
+from ..record import (Packet, PacketMeta, Interface, Section, Block, RawBlocks,
                       BLOCK_EPB, BLOCK_SPB, BLOCK_PB)
 from ._stream import ByteSource, ByteSink, FLUSH, ReaderBase, WriterBase, warn
 
@@ -541,8 +541,50 @@ class PcapngWriter(WriterBase):
             if self._bo is None:
                 self._section(Section(NATIVE))
             self._sink.parts.append(_block(self._bo, ev.type, ev.body))
+        elif t is RawBlocks:
+            self._raw_blocks(ev)
         else:
             raise TypeError(f"not a capture event: {ev!r}")
+
+    def accepts_blocks(self, reader):
+        """The EPB layout the compiled GRO loop may write for ``reader``'s
+        records, or None: ``(byteorder, div)`` when ``reader`` is a classic
+        pcap (16-byte record headers, no FCS) and nothing is written yet;
+        its header events then become this section's SHB and its one IDB
+        (interface 0, if_tsresol 9 or 6, no offset): EPB timestamps are
+        ``ns // div``, fields in ``byteorder`` ('<' or '>')."""
+        from .pcap import PcapReader
+        if (type(reader) is not PcapReader or reader.modified or reader.fcs_len is not None
+                or self.packets or self._bo is not None):
+            return None
+        bo = self.byteorder or reader.byteorder
+        if bo not in ("<", ">"):
+            bo = NATIVE
+        self._agreed = (bo, 1 if reader.nanosecond else 1000)
+        return self._agreed
+
+    def _raw_blocks(self, ev):
+        """Append RawBlocks ``ev`` (laid out as :meth:`accepts_blocks`
+        agreed).  Raises ValueError when the section written since is not
+        the one agreed (a bug, not bad input)."""
+        agreed = getattr(self, "_agreed", None)
+        if (agreed is None or len(self._ifs) != 1 or self._bo != agreed[0]
+                or self._ifs[0][:3] != (agreed[1], 0, None)):
+            raise ValueError("RawBlocks for a section other than the one agreed")
+        rec = self._ifs[0][4]
+        if ev.maxcap > self._ifs[0][3] and ev.maxcap > rec[2]:
+            rec[2] = ev.maxcap
+        sink = self._sink
+        sink.parts.append(ev.data)
+        sink.size += len(ev.data)
+        self.packets += ev.n
+        self.packet_bytes += ev.nbytes
+        if ev.maxcap > BIG_PACKET and not self._warned_big:
+            self._warned_big = True
+            warn(f"a packet of {ev.maxcap} bytes is larger than {BIG_PACKET}: written, but "
+                 "Wireshark and libpcap-based tools (tcpdump, tcpreplay) may refuse it")
+        if sink.size >= FLUSH:
+            sink.flush()
 
     packet = write
 

@@ -79,6 +79,8 @@ def restore_record(hdr, agg, flags):
     metas = None                 # (row, PacketMeta) of segments that have some
     for m in range(1, len(pk)):
         e = pk[m]
+        if type(e) is bytes:
+            continue             # merged by the compiled loop: agg.rows0
         if type(e) is Run:
             xs, ps, L = e.xs, e.ps, e.L
             c = e.chunk
@@ -99,4 +101,5 @@ def restore_record(hdr, agg, flags):
                 if metas is None:
                     metas = []
                 metas.append((len(hdrs), e.meta))
-    return restore.encode_rows(hdr, p0, pays[0], i0, flags, hdrs, dts, lens, dis, metas)
+    return restore.encode_rows(hdr, p0, pays[0], i0, flags, hdrs, dts, lens, dis, metas,
+                               agg.rows0)

@@ -20,15 +20,20 @@ packet is completed) the loop may take over again: at the first one before
 it mostly does not take is handed over once, not once per packet.  Same output, statistics
 and GRO state as the Python paths (tests/test_gro_cfast.py).
 
-Used when the output is classic pcap of the input's byte order and
-resolution (``GROEngine.raw_out``) and the configuration is one the loop
-models: standard GRO (no fraglist), no pcapng annotations, no NAPI budget,
-gro_flush_timeout 0.  ``PCAPGRO_NO_C=1`` in the environment turns it off.
+Used when the input is classic pcap and the output either classic pcap
+of the input's byte order and resolution (``GROEngine.raw_out``, no
+annotations) or pcapng (``GROEngine.ng_out``: the loop writes the EPBs,
+with the comments, TSO flag and restore records of annotated output, as
+:class:`RawBlocks`; ``pcapgro/_annotate.h``), and the configuration is one
+the loop models: standard GRO (no fraglist), no NAPI budget,
+gro_flush_timeout 0.  An aggregate handed over carries the restore rows of
+what the loop merged (``Agg.rows0``).  ``PCAPGRO_NO_C=1`` in the
+environment turns it off.
 """
 
 import os
 
-from ..record import Packet, RawRecords
+from ..record import Packet, RawBlocks, RawRecords
 from .flush import Flush, Pass
 
 try:  # the extension is optional (no C compiler at install time)
@@ -59,7 +64,7 @@ def available():
 def usable(cfg):
     """True when :class:`pcapgro.gro.GROConfig` ``cfg`` is one the compiled
     loop models (see the module doc)."""
-    return (available() and cfg.fast_path and cfg.compiled and not cfg.fraglist and not cfg.annotate
+    return (available() and cfg.fast_path and cfg.compiled and not cfg.fraglist
             and not cfg.napi_budget and not cfg.gro_flush_timeout
             and cfg.hash in ("flow", "none") and cfg.csum in ("valid", "kernel")
             and 1 <= cfg.gro_max_size <= 0x7FFFFFFF and cfg.hz > 0)
@@ -72,14 +77,18 @@ class CEngine:
         cfg: the GROConfig (``usable(cfg)`` must be True).
     """
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, ng_out=None):
         self.cfg = cfg
+        # pcapng output: (byteorder, div) of the EPBs (PcapngWriter.accepts_blocks)
+        self.ng_out = ng_out
+        ng = {} if ng_out is None else dict(pcapng=True, pcapng_swap=ng_out[0] != _NATIVE,
+                                            pcapng_div=ng_out[1], annotate=cfg.annotate)
         # a gap beyond 2**62 ns is never reached by pcap times (< 2**32 s)
         self.c = _native.Engine(limit=cfg.gro_max_size,
                                 poll_gap_ns=max(min(cfg.poll_gap_ns, 1 << 62), -(1 << 62)),
                               jiffy_ns=1_000_000_000 // cfg.hz, verify=cfg.verify_csum,
                               csum_valid=cfg.csum == "valid", hash_flow=cfg.hash == "flow",
-                              vlan=cfg.vlan_gro)
+                              vlan=cfg.vlan_gro, **ng)
 
     @property
     def held(self):
@@ -94,7 +103,7 @@ class CEngine:
         taken (``len(lb)`` when all were)."""
         st = eng.stats
         last = eng.last_ts
-        k, data, n, maxcap, last_ts, have, last_out = self.c.run(
+        k, data, n, maxcap, last_ts, have, last_out, nbytes = self.c.run(
             lb.buf, lb.recs, start, st.packets - start, lb.mul, lb.byteorder != _NATIVE,
             last if last is not None else 0, last is not None, eng.last_out_ts)
         st.packets += k - start
@@ -102,7 +111,8 @@ class CEngine:
             eng.last_ts = last_ts
         eng.last_out_ts = last_out
         if n:
-            eng.out.append(RawRecords(data, n, maxcap, last_out))
+            eng.out.append(RawRecords(data, n, maxcap, last_out) if self.ng_out is None
+                           else RawBlocks(data, n, maxcap, nbytes, last_out))
         self.collect(st)
         return k
 
@@ -142,7 +152,7 @@ class CEngine:
             return
         valid = self.cfg.csum == "valid"     # sums are only used for that
         for (b, h, head, head_ts, head_idx, tail, count, mss, seq_next, size, fin_psh,
-             fixedid, age, head_psum, tail_psum) in self.c.release():
+             fixedid, age, head_psum, tail_psum, rows) in self.c.release():
             pkt = Packet(head_ts, head, len(head), 0, linktype, None)
             agg = eng.adopt(eng._parse(pkt), h, age)
             agg.idxs = [head_idx]
@@ -153,6 +163,8 @@ class CEngine:
                 agg.pays.append(0)
                 agg.idxs.append(head_idx + 1)
                 agg.psums.append(tail_psum if valid else None)
+                # annotated: the restore rows of what was merged
+                agg.rows0 = rows or None
             agg.count = count
             agg.mss = mss
             agg.seq_next = seq_next

@@ -98,6 +98,9 @@ class GROEngine(NAPI):
         # input's records verbatim): chunks may go through the compiled
         # loop (pcapgro.gro.cfast), whose output is RawRecords
         self.raw_out = False
+        # or (byteorder, div) (set by pipeline.run for a pcapng writer,
+        # PcapngWriter.accepts_blocks): the loop writes EPBs (RawBlocks)
+        self.ng_out = None
         self._c = None                   # its CEngine, made on first use
         # the compiled loop models no UDP tunnel socket: with one, UDP
         # datagrams go through the Python paths (pcapgro.gro.udp_tunnel)
@@ -236,7 +239,8 @@ class GROEngine(NAPI):
         n = len(lb)
         if not n:
             return
-        if not (self._c_ok and self.raw_out and lb.linktype == 1 and lb.hl == 16):
+        if not (self._c_ok and lb.linktype == 1 and lb.hl == 16
+                and (self.ng_out or (self.raw_out and not self.cfg.annotate))):
             self._release()
             self._chunk_py(lb)
             return
@@ -245,7 +249,7 @@ class GROEngine(NAPI):
         # and the Python paths go on up to a poll end (a gap: every held
         # packet is then completed), where the loop may start again
         if self._c is None:
-            self._c = cfast.CEngine(self.cfg)
+            self._c = cfast.CEngine(self.cfg, self.ng_out)
         i = 0
         starts = None
         while True:

@@ -111,12 +111,14 @@ class Agg:
 
     Entries of ``pkts``: a Packet (payload from ``pays[k]`` on), a
     :class:`pcapgro.gro.payload.Run` (records of a pcap chunk merged on the
-    fast path), or bytes (a run's payloads joined once its chunk was done).
+    fast path), or bytes (a run's payloads joined once its chunk was done,
+    or what the compiled loop merged before it handed the aggregate over:
+    then ``rows0`` holds those segments' restore rows, annotated output).
     """
 
     __slots__ = ("key", "bucket", "hash", "head", "count", "mss",
                  "seq_next", "size", "fin_psh", "fixedid", "outer_fixedid", "age", "held",
-                 "pkts", "pays", "idxs", "psums", "ack", "opts", "flist", "fast")
+                 "pkts", "pays", "idxs", "psums", "ack", "opts", "flist", "fast", "rows0")
 
     @classmethod
     def start(cls, seg, h, bucket, idx, psum, age, flist):
@@ -145,4 +147,5 @@ class Agg:
         agg.age = age
         agg.ack = int.from_bytes(seg.ackopt[:4], "big")
         agg.opts = seg.ackopt[4:]
+        agg.rows0 = None
         return agg
