@@ -15,7 +15,7 @@
  * inet_gro_receive -> tcp4_gro_receive) because call depth costs cycles;
  * in CPython every per-packet statement costs ~50 ns, so pcapgro keeps the
  * common case -- Ethernet (up to two VLAN tags) / IPv4 (no options, no
- * fragment) or IPv6 (no extension headers) / TCP -- in C as one flat loop over the records of a classic pcap chunk,
+ * fragment) or IPv6 (no extension headers) / TCP or UDP -- in C as one flat loop over the records of a classic pcap chunk,
  * reading the records in place and writing the output records (pass-through
  * packets and built aggregates) into one buffer: classic pcap records in the
  * input's format, or pcapng EPBs (with annotated output's comments, flags
@@ -36,6 +36,10 @@
  *                        tcp4_gro_complete
  *   include/net/gro.h    inet_gro_flush (TTL, TOS, DF, IPv4 ID
  *                        incrementing or fixed, decided at the 2nd segment)
+ *   net/ipv4/udp_offload.c udp_gro_receive_segment (UDP length, longer
+ *                        datagram, size within 65536, 64 datagrams, a
+ *                        shorter one ends the aggregate), udp_gro_complete
+ *   net/ipv6/ip6_offload.c, tcpv6_offload.c, udpv6 (IPv6 twins)
  * and the NAPI model of engine.py with gro_flush_timeout 0 and no budget
  * (a poll ends at an arrival gap > poll_gap_ns; every held packet is then
  * completed, bucket 0..7, oldest first).
@@ -44,13 +48,13 @@
  * with up to two VLAN tags (0x8100 / 0x88a8, when VLAN GRO is on), then
  * either IPv4 (header 0x45, protocol 6, no MF / fragment offset / reserved
  * bit, good header checksum, total length == the frame after the link
- * layer) or IPv6 (next header 6: no extension headers, payload length ==
- * the frame after the fixed header; only while gro_max_size keeps an
- * aggregate's payload length within 16 bits), TCP data offset >= 5 within
- * the datagram, and (when checksums are
- * verified) a good TCP checksum or the pseudo-header seed of a sender's
- * CHECKSUM_PARTIAL packet (trusted, as pcapgro/gro/csum.py).  Anything
- * else ends the run.
+ * layer) or IPv6 (no extension headers, payload length == the frame after
+ * the fixed header; only while gro_max_size keeps an aggregate's payload
+ * length within 16 bits), then TCP (data offset >= 5 within the datagram)
+ * or UDP (checksum not 0; standard GRO with --udp gro, else passed), and
+ * (when checksums are verified) a good TCP/UDP checksum or the
+ * pseudo-header seed of a sender's CHECKSUM_PARTIAL packet (trusted, as
+ * pcapgro/gro/csum.py).  Anything else ends the run.
  *
  * Checksums are one's-complement sums kept mod 0xFFFF (RFC 1071, RFC 1624),
  * with the edge cases of pcapgro/checksum.py (fold, checksum).
@@ -71,6 +75,8 @@
 #define HDRMAX (L3MAX + 40 + 60)   /* Ethernet, tags, IPv6 40, TCP 60 */
 #define KEYMAX 64           /* MAC header, [IPv6 word 0], addresses, ports */
 #define NREFS 64            /* payloads referred to in place, per aggregate */
+#define UDP_GRO_CNT_MAX 64  /* datagrams per UDP aggregate */
+#define GRO_LEGACY_MAX_SIZE 65536   /* UDP aggregates never grow beyond it */
 
 /* Flush reason codes; FLUSH_NAMES (exported as _native.FLUSH_NAMES, from
  * which pcapgro/gro/cfast.py builds FLUSH_CODES) names them: the values of
@@ -80,10 +86,10 @@ enum {
     F_ACK_CHANGED, F_OPTIONS_CHANGED, F_TTL_CHANGED, F_TOS_CHANGED,
     F_DF_CHANGED, F_IP_ID, F_MSS_EXCEEDED, F_PURE_ACK, F_SEQ_GAP,
     F_SIZE_LIMIT, F_PSH, F_FIN, F_URG, F_RST, F_SYN, F_SHORT_SEGMENT,
-    F_BUCKET_FULL, F_POLL_END, F_N
+    F_BUCKET_FULL, F_POLL_END, F_LONGER_DATAGRAM, F_SHORT_DATAGRAM, F_SEGMENT_LIMIT, F_N
 };
 /* Pass reason codes; named by PASS_NAMES (pcapgro.gro.flush.Pass values) */
-enum { P_PURE_ACK, P_FLAGS, P_N };
+enum { P_PURE_ACK, P_FLAGS, P_NO_UDP_GRO, P_UDP_LENGTH, P_N };
 
 static const char *const FLUSH_NAMES[] = {
     [F_CWR] = "cwr", [F_FLAGS_CHANGED] = "flags_changed",
@@ -94,9 +100,12 @@ static const char *const FLUSH_NAMES[] = {
     [F_PURE_ACK] = "pure_ack", [F_SEQ_GAP] = "seq_gap", [F_SIZE_LIMIT] = "size_limit",
     [F_PSH] = "psh", [F_FIN] = "fin", [F_URG] = "urg", [F_RST] = "rst", [F_SYN] = "syn",
     [F_SHORT_SEGMENT] = "short_segment", [F_BUCKET_FULL] = "bucket_full",
-    [F_POLL_END] = "poll_end",
+    [F_POLL_END] = "poll_end", [F_LONGER_DATAGRAM] = "longer_datagram",
+    [F_SHORT_DATAGRAM] = "short_datagram", [F_SEGMENT_LIMIT] = "segment_limit",
 };
-static const char *const PASS_NAMES[] = {[P_PURE_ACK] = "pure_ack", [P_FLAGS] = "flags"};
+static const char *const PASS_NAMES[] = {[P_PURE_ACK] = "pure_ack", [P_FLAGS] = "flags",
+                                         [P_NO_UDP_GRO] = "no_udp_gro",
+                                         [P_UDP_LENGTH] = "udp_length"};
 _Static_assert(sizeof FLUSH_NAMES / sizeof *FLUSH_NAMES == F_N, "a name per flush code");
 _Static_assert(sizeof PASS_NAMES / sizeof *PASS_NAMES == P_N, "a name per pass code");
 
@@ -116,6 +125,7 @@ typedef struct {
     uint32_t hlen;          /* bytes of hdr (up to the payload) */
     uint32_t l3;            /* network header offset (14 + 4 per tag) */
     int v6;                 /* IPv6 (else IPv4) */
+    int udp;                /* UDP (else TCP) */
     int64_t head_ts, head_idx, age;
     uint8_t *pay;           /* payloads copied (head first), paylen bytes */
     size_t paylen, paycap;
@@ -140,6 +150,7 @@ typedef struct {
     uint32_t limit;
     int64_t gap, jiffy;
     int verify, csum_valid, hash_flow, vlan, v6;
+    int udp_gro;            /* UDP datagrams take standard GRO (--udp gro) */
     /* pcapng output (else classic pcap records in the input's format):
      * EPBs on interface 0 in the byte order ng_swap says, timestamps in
      * units of ng_div ns; annotate: comments, flags, restore records */
@@ -148,6 +159,7 @@ typedef struct {
     sbuf opts, txt;         /* scratch: one record's options and text */
     /* statistics since the last stats() */
     uint64_t flush[F_N], pass[P_N], verified, seed, singles, aggregates, segs;
+    uint64_t udp_aggregates, udp_segs;  /* of aggregates, segs: UDP's */
     uint32_t *hist;
     size_t hist_n, hist_cap;
     /* output of the current run: a bytearray, filled from its start */
@@ -409,7 +421,7 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
         if (e->ng && e->annotate) {
             if (ng_aggregate(&e->opts, &e->txt, a->count, a->mss, (long long)a->head_idx,
                              (long long)a->head_ts, a->head_L, a->hdr, a->hlen, hdr, a->hlen,
-                             &a->rows, e->ng_swap) < 0) {
+                             &a->rows, a->udp ? "UDP" : "TCP", e->ng_swap) < 0) {
                 PyErr_Clear();
                 e->error = 1;
             }
@@ -433,6 +445,10 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
     }
     e->aggregates++;
     e->segs += a->count;
+    if (a->udp) {
+        e->udp_aggregates++;
+        e->udp_segs += a->count;
+    }
     if (e->hist_n == e->hist_cap) {
         size_t cap = e->hist_cap ? e->hist_cap * 2 : 1024;
         uint32_t *h = realloc(e->hist, cap * sizeof(uint32_t));
@@ -453,13 +469,14 @@ static void complete_headers(Engine *e, const Agg *a, uint8_t *d)
     uint32_t l3 = a->l3, l4, c;
     uint32_t l3len = a->size - (l3 - 14);   /* size counts the tags */
     uint64_t l4len, pseudo;
+    uint32_t proto = a->udp ? 17 : 6, at = a->udp ? 6 : 16;
     if (a->v6) {
         /* payload length (run() handles IPv6 only where it fits 16 bits) */
         l4 = l3 + 40;
         l4len = l3len - 40;
         d[l3 + 4] = (uint8_t)(l4len >> 8);
         d[l3 + 5] = (uint8_t)l4len;
-        pseudo = sum16(d + l3 + 8, 32) + 6 + l4len;
+        pseudo = sum16(d + l3 + 8, 32) + proto + l4len;
     } else {
         /* total length (0 above 65535: BIG TCP), header checksum */
         uint32_t tot = l3len <= 0xFFFF ? l3len : 0;
@@ -472,22 +489,31 @@ static void complete_headers(Engine *e, const Agg *a, uint8_t *d)
         d[l3 + 11] = (uint8_t)c;
         l4len = l3len - 20;
         pseudo = be16(d + l3 + 12) + be16(d + l3 + 14) + be16(d + l3 + 16)
-               + be16(d + l3 + 18) + 6 + l4len;
+               + be16(d + l3 + 18) + proto + l4len;
     }
-    /* FIN/PSH of merged segments, checksum */
-    d[l4 + 13] |= (uint8_t)a->fin_psh;
+    if (a->udp) {
+        /* udp_gro_complete: the UDP length */
+        d[l4 + 4] = (uint8_t)(l4len >> 8);
+        d[l4 + 5] = (uint8_t)l4len;
+    } else {
+        /* tcp_gro_complete: FIN/PSH of merged segments */
+        d[l4 + 13] |= (uint8_t)a->fin_psh;
+    }
+    /* the checksum: the pseudo-header seed (kernel) or valid */
     if (!e->csum_valid) {
         uint32_t f = (uint32_t)(pseudo % 0xFFFF);   /* fold(): the seed */
         c = f ? f : 0xFFFF;
     } else {
-        d[l4 + 16] = d[l4 + 17] = 0;
+        d[l4 + at] = d[l4 + at + 1] = 0;
         uint64_t ps = a->head_psum + (uint64_t)(a->head_L & 1 ? a->tail_psum * 256u : a->tail_psum);
         uint64_t s = pseudo + sum16(d + l4, a->hlen - l4) + ps;
         uint32_t rr = (uint32_t)(s % 0xFFFF);
         c = rr ? 0xFFFF - rr : 0;          /* ~fold(s), s > 0 */
+        if (!c && a->udp)
+            c = 0xFFFF;                     /* UDP: 0 means no checksum */
     }
-    d[l4 + 16] = (uint8_t)(c >> 8);
-    d[l4 + 17] = (uint8_t)c;
+    d[l4 + at] = (uint8_t)(c >> 8);
+    d[l4 + at + 1] = (uint8_t)c;
 }
 
 static void flush_all(Engine *e, int reason, int64_t t)
@@ -512,8 +538,10 @@ typedef struct {
     const uint8_t *f;       /* frame */
     uint32_t n;             /* frame length */
     uint32_t hl;            /* TCP header length */
-    uint32_t l3, l4;        /* network and TCP header offsets */
+    uint32_t l3, l4;        /* network and TCP / UDP header offsets */
     int v6;                 /* IPv6 (else IPv4) */
+    int udp;                /* UDP (else TCP); ulen its length field */
+    uint32_t ulen;
     uint32_t pay;           /* payload offset */
     uint32_t L;             /* payload length */
     uint32_t flags, word, seq, ack, tosttl, df, ipid;
@@ -555,6 +583,7 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     memcpy(a->key, g->key, KEYMAX);
     a->l3 = g->l3;
     a->v6 = g->v6;
+    a->udp = g->udp;
     a->khash = g->kh;
     a->hash = h;
     a->hlen = g->pay;
@@ -585,6 +614,26 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     a->rows.n = 0;
 }
 
+/* inet_gro_flush / ipv6_gro_flush (network.network_flush): TTL, TOS and
+ * DF equal, the IPv4 ID incrementing or fixed (decided at the second
+ * segment, setting fixedid); IPv6: traffic class and hop limit.  -1 = equal */
+static int network_flush(Agg *a, const Seg *g)
+{
+    if (g->tosttl != a->tosttl)
+        return ((g->tosttl ^ a->tosttl) & 0xFF) ? F_TTL_CHANGED : F_TOS_CHANGED;
+    if (g->v6)
+        return -1;
+    if (g->df != a->df)
+        return F_DF_CHANGED;
+    uint32_t d = (g->ipid - a->ipid) & 0xFFFF;
+    uint32_t count = a->count & 0xFFFF;      /* NAPI_GRO_CB(p)->count: u16 */
+    if (count == 1 && d == 0)
+        a->fixedid = 1;
+    if (d != (a->fixedid ? 0 : count))
+        return F_IP_ID;
+    return -1;
+}
+
 /* tcp_gro_receive's merge checks (with inet_gro_flush), in its order;
  * -1 = may merge */
 static int merge_flush(Agg *a, const Seg *g)
@@ -603,19 +652,9 @@ static int merge_flush(Agg *a, const Seg *g)
         return F_ACK_CHANGED;
     if (g->hl > 20 && memcmp(g->f + g->l4 + 20, a->hdr + g->l4 + 20, g->hl - 20))
         return F_OPTIONS_CHANGED;
-    if (g->tosttl != a->tosttl)
-        return ((g->tosttl ^ a->tosttl) & 0xFF) ? F_TTL_CHANGED : F_TOS_CHANGED;
-    if (g->v6)
-        goto l4_checks;         /* ipv6_gro_flush: no DF, no ID */
-    if (g->df != a->df)
-        return F_DF_CHANGED;
-    uint32_t d = (g->ipid - a->ipid) & 0xFFFF;
-    uint32_t count = a->count & 0xFFFF;      /* NAPI_GRO_CB(p)->count: u16 */
-    if (count == 1 && d == 0)
-        a->fixedid = 1;
-    if (d != (a->fixedid ? 0 : count))
-        return F_IP_ID;
-l4_checks:
+    int r = network_flush(a, g);
+    if (r >= 0)
+        return r;
     if (g->L == 0)
         return F_PURE_ACK;
     if (g->L > a->mss)
@@ -647,9 +686,79 @@ static void pass_or_hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
         hold(e, g, ts, idx);
 }
 
+/* skb_gro_receive: segment g (input index idx, time ts) joins aggregate a
+ * (its payload referred to in place; annotated: its restore row) */
+static void merge(Engine *e, Agg *a, const Seg *g, int64_t ts, int64_t idx)
+{
+    a->count++;
+    a->seq_next += g->L;
+    a->size += g->L;
+    a->fin_psh |= g->flags & (TH_FIN | TH_PSH);
+    if (a->nrefs == NREFS)
+        materialize(e, a);
+    a->refs[a->nrefs].p = g->f + g->pay;
+    a->refs[a->nrefs].n = g->L;
+    a->nrefs++;
+    a->reflen += g->L;
+    if (e->annotate && sb_row(&a->rows, a->count == 2, (long long)(idx - a->head_idx),
+                              (long long)(ts - a->head_ts), g->L, g->f, g->pay,
+                              a->hdr, a->hlen) < 0) {
+        PyErr_Clear();
+        e->error = 1;
+    }
+    if (e->csum_valid) {
+        uint32_t x = a->tail_odd ? g->psum * 256u % 0xFFFF : g->psum;
+        a->tail_psum = (a->tail_psum + x) % 0xFFFF;
+        a->tail_odd ^= g->L & 1;
+    }
+}
+
+/* udp_gro_receive + udp_gro_receive_segment (standard GRO) for one
+ * datagram (pcapgro/gro/udp.py gro_receive): no GRO path -> passed; UDP
+ * length <= 8 or not the bytes present -> passed (a held aggregate of its
+ * flow stays held); then network header, longer datagram, size (at most
+ * 65536); merged; a shorter datagram or the 64th ends the aggregate */
+static void udp_receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
+{
+    if (!e->udp_gro) {
+        pass_up(e, P_NO_UDP_GRO, g->f, g->n, ts, idx);
+        return;
+    }
+    if (g->ulen <= 8 || g->ulen != g->L + 8) {
+        pass_up(e, P_UDP_LENGTH, g->f, g->n, ts, idx);
+        return;
+    }
+    int s = find(e, g->key, g->kh);
+    if (s < 0) {
+        hold(e, g, ts, idx);
+        return;
+    }
+    Agg *a = &e->aggs[s];
+    int reason = network_flush(a, g);
+    if (reason < 0 && g->L > a->mss)
+        reason = F_LONGER_DATAGRAM;
+    uint32_t lim = e->limit < GRO_LEGACY_MAX_SIZE ? e->limit : GRO_LEGACY_MAX_SIZE;
+    if (reason < 0 && a->size + g->L >= lim)
+        reason = F_SIZE_LIMIT;
+    if (reason >= 0) {
+        complete(e, s, reason, ts);
+        hold(e, g, ts, idx);
+        return;
+    }
+    merge(e, a, g, ts, idx);
+    if (g->L != a->mss)
+        complete(e, s, F_SHORT_DATAGRAM, ts);
+    else if (a->count >= UDP_GRO_CNT_MAX)
+        complete(e, s, F_SEGMENT_LIMIT, ts);
+}
+
 /* dev_gro_receive + tcp_gro_receive for one segment */
 static void receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
 {
+    if (g->udp) {
+        udp_receive(e, g, ts, idx);
+        return;
+    }
     int s = find(e, g->key, g->kh);
     if (s < 0) {
         pass_or_hold(e, g, ts, idx);
@@ -660,28 +769,7 @@ static void receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
     if (reason < 0 && a->size + g->L >= e->limit)
         reason = F_SIZE_LIMIT;
     if (reason < 0) {
-        /* skb_gro_receive */
-        a->count++;
-        a->seq_next += g->L;
-        a->size += g->L;
-        a->fin_psh |= g->flags & (TH_FIN | TH_PSH);
-        if (a->nrefs == NREFS)
-            materialize(e, a);
-        a->refs[a->nrefs].p = g->f + g->pay;
-        a->refs[a->nrefs].n = g->L;
-        a->nrefs++;
-        a->reflen += g->L;
-        if (e->annotate && sb_row(&a->rows, a->count == 2, (long long)(idx - a->head_idx),
-                                  (long long)(ts - a->head_ts), g->L, g->f, g->pay,
-                                  a->hdr, a->hlen) < 0) {
-            PyErr_Clear();
-            e->error = 1;
-        }
-        if (e->csum_valid) {
-            uint32_t x = a->tail_odd ? g->psum * 256u % 0xFFFF : g->psum;
-            a->tail_psum = (a->tail_psum + x) % 0xFFFF;
-            a->tail_odd ^= g->L & 1;
-        }
+        merge(e, a, g, ts, idx);
         int after = g->L < a->mss ? F_SHORT_SEGMENT : final_reason(g->flags);
         if (after >= 0)
             complete(e, s, after, ts);
@@ -697,14 +785,16 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"limit", "poll_gap_ns", "jiffy_ns", "verify", "csum_valid",
                              "hash_flow", "vlan", "pcapng", "pcapng_swap", "pcapng_div",
-                             "annotate", NULL};
+                             "annotate", "udp_gro", NULL};
     unsigned long limit;
     long long gap, jiffy, ng_div = 1;
     int verify, csum_valid, hash_flow, vlan = 0, ng = 0, ng_swap = 0, annotate = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLp", kwlist, &limit, &gap, &jiffy,
+    int udp_gro = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLpp", kwlist, &limit, &gap, &jiffy,
                                      &verify, &csum_valid, &hash_flow, &vlan, &ng, &ng_swap,
-                                     &ng_div, &annotate))
+                                     &ng_div, &annotate, &udp_gro))
         return -1;
+    e->udp_gro = udp_gro;
     if (limit < 1 || limit > 0x7FFFFFFF || jiffy <= 0 || ng_div <= 0) {
         PyErr_SetString(PyExc_ValueError, "bad limit, jiffy or pcapng_div");
         return -1;
@@ -756,7 +846,7 @@ static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
         h[2] = bswap32(h[2]); h[3] = bswap32(h[3]);
     }
     uint32_t cap = h[2];
-    if (cap != h[3] || cap < 54 || off + 16 + (Py_ssize_t)cap > blen)
+    if (cap != h[3] || cap < 14 + 20 + 8 || off + 16 + (Py_ssize_t)cap > blen)
         return 0;
     if ((int64_t)h[1] * mul >= 1000000000)
         return 0;               /* a fraction of a second out of range */
@@ -769,28 +859,44 @@ static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
         et = be16(f + l3 + 2);
         l3 += 4;
     }
-    uint32_t l4, frag = 0;
+    uint32_t l4, frag = 0, proto;
     if (et == 0x0800) {
-        /* inet_gro_receive: no options, TCP, no fragment, good header
-         * checksum, total length = the frame (no padding) */
+        /* inet_gro_receive: no options, no fragment, good header checksum,
+         * total length = the frame (no padding) */
         l4 = l3 + 20;
-        if (l4 + 20 > cap || f[l3] != 0x45 || f[l3 + 9] != 6)
+        if (l4 + 8 > cap || f[l3] != 0x45)
             return 0;
+        proto = f[l3 + 9];
         frag = be16(f + l3 + 6);
         if (be16(f + l3 + 2) + l3 != cap || (frag & 0xBFFF) || sum16(f + l3, 20) != 0)
             return 0;
     } else if (et == 0x86DD && e->v6) {
-        /* ipv6_gro_receive: TCP right after the fixed header, payload
-         * length = the frame */
+        /* ipv6_gro_receive: TCP or UDP right after the fixed header,
+         * payload length = the frame */
         l4 = l3 + 40;
-        if (l4 + 20 > cap || f[l3 + 6] != 6 || be16(f + l3 + 4) + l4 != cap)
+        if (l4 + 8 > cap || be16(f + l3 + 4) + l4 != cap)
             return 0;
+        proto = f[l3 + 6];
     } else {
         return 0;
     }
-    uint32_t hl = (uint32_t)(f[l4 + 12] >> 4) << 2;
-    if (hl < 20 || l4 + hl > cap)
+    uint32_t hl;
+    if (proto == 6) {
+        if (l4 + 20 > cap)
+            return 0;
+        hl = (uint32_t)(f[l4 + 12] >> 4) << 2;
+        if (hl < 20 || l4 + hl > cap)
+            return 0;
+    } else if (proto == 17) {
+        /* checksum 0 (IPv4: none) is the Python engine's */
+        if (!be16(f + l4 + 6))
+            return 0;
+        hl = 8;
+        g->ulen = be16(f + l4 + 4);
+    } else {
         return 0;
+    }
+    g->udp = proto == 17;
     g->f = f;
     g->n = cap;
     g->hl = hl;
@@ -816,9 +922,10 @@ static int seg_csum(Engine *e, Seg *g, int count)
     if (!(e->verify || e->csum_valid))
         return 1;
     uint32_t l3 = g->l3, l4 = g->l4;
-    uint64_t pseudo = g->v6 ? sum16(f + l3 + 8, 32) + 6 + (g->n - l4)
+    uint32_t proto = g->udp ? 17 : 6, at = g->udp ? 6 : 16;
+    uint64_t pseudo = g->v6 ? sum16(f + l3 + 8, 32) + proto + (g->n - l4)
                             : be16(f + l3 + 12) + be16(f + l3 + 14) + be16(f + l3 + 16)
-                              + be16(f + l3 + 18) + 6 + (g->n - l4);
+                              + be16(f + l3 + 18) + proto + (g->n - l4);
     uint32_t th = sum16(f + l4, g->hl);
     uint32_t sd = (uint32_t)(pseudo % 0xFFFF);
     if (!sd)
@@ -828,7 +935,7 @@ static int seg_csum(Engine *e, Seg *g, int count)
         if ((pseudo + th + ps) % 0xFFFF == 0) {
             if (count)
                 e->verified++;
-        } else if (be16(f + l4 + 16) == sd) {
+        } else if (be16(f + l4 + at) == sd) {
             /* CHECKSUM_PARTIAL (a sender's capture): trusted, csum.verify */
             if (count)
                 e->seed++;
@@ -838,7 +945,7 @@ static int seg_csum(Engine *e, Seg *g, int count)
         g->psum = ps;
         return 1;
     }
-    if (be16(f + l4 + 16) == sd)
+    if (g->udp || be16(f + l4 + at) == sd)     /* UDP: always from the bytes */
         g->psum = sum16(f + g->pay, g->L);
     else
         g->psum = (uint32_t)((0xFFFF - (pseudo + th) % 0xFFFF) % 0xFFFF);
@@ -853,10 +960,14 @@ static void seg_fields(Seg *g)
 {
     const uint8_t *f = g->f;
     uint32_t l3 = g->l3, l4 = g->l4;
-    g->flags = f[l4 + 13];
-    g->word = be32(f + l4 + 12);
-    g->seq = be32(f + l4 + 4);
-    g->ack = be32(f + l4 + 8);
+    if (g->udp) {
+        g->flags = g->word = g->seq = g->ack = 0;
+    } else {
+        g->flags = f[l4 + 13];
+        g->word = be32(f + l4 + 12);
+        g->seq = be32(f + l4 + 4);
+        g->ack = be32(f + l4 + 8);
+    }
     memset(g->key, 0, KEYMAX);
     memcpy(g->key, f, l3);
     uint8_t *k = g->key + l3;
@@ -873,6 +984,7 @@ static void seg_fields(Seg *g)
         g->tosttl = ((uint32_t)f[l3 + 1] << 8) | f[l3 + 8];
         g->ipid = be16(f + l3 + 4);
         memcpy(k, f + l3 + 12, 12);             /* addresses, ports */
+        k[12] = f[l3 + 9];                      /* protocol */
     }
     g->kh = key_hash(g->key);
 }
@@ -1008,7 +1120,7 @@ static PyObject *Engine_scan(Engine *e, PyObject *args)
 }
 
 /* stats() -> (flush counts, pass counts, verified, seed, singles, aggregates,
- * segments, hist list); resets them */
+ * segments, hist list, UDP aggregates, UDP segments); resets them */
 static PyObject *Engine_stats(Engine *e, PyObject *unused)
 {
     PyObject *fl = PyTuple_New(F_N), *pa = PyTuple_New(P_N), *hi = PyList_New((Py_ssize_t)e->hist_n);
@@ -1020,12 +1132,15 @@ static PyObject *Engine_stats(Engine *e, PyObject *unused)
         PyTuple_SET_ITEM(pa, k, PyLong_FromUnsignedLongLong(e->pass[k]));
     for (size_t k = 0; k < e->hist_n; k++)
         PyList_SET_ITEM(hi, (Py_ssize_t)k, PyLong_FromUnsignedLong(e->hist[k]));
-    PyObject *r = Py_BuildValue("NNKKKKKN", fl, pa, (unsigned long long)e->verified,
+    PyObject *r = Py_BuildValue("NNKKKKKNKK", fl, pa, (unsigned long long)e->verified,
                                 (unsigned long long)e->seed, (unsigned long long)e->singles,
-                                (unsigned long long)e->aggregates, (unsigned long long)e->segs, hi);
+                                (unsigned long long)e->aggregates, (unsigned long long)e->segs, hi,
+                                (unsigned long long)e->udp_aggregates,
+                                (unsigned long long)e->udp_segs);
     memset(e->flush, 0, sizeof e->flush);
     memset(e->pass, 0, sizeof e->pass);
     e->verified = e->seed = e->singles = e->aggregates = e->segs = 0;
+    e->udp_aggregates = e->udp_segs = 0;
     e->hist_n = 0;
     return r;
 fail:
@@ -1093,7 +1208,8 @@ static PyMethodDef Engine_methods[] = {
      "scan(buf, recs, start, mul, swap, run) -> index of the first record from start "
      "on that begins run records run() handles (len(recs) when none); counts nothing"},
     {"stats", (PyCFunction)Engine_stats, METH_NOARGS,
-     "stats() -> (flush, passed, verified, seed, singles, aggregates, segments, hist); resets"},
+     "stats() -> (flush, passed, verified, seed, singles, aggregates, segments, hist, "
+     "udp_aggregates, udp_segments); resets"},
     {"release", (PyCFunction)Engine_release, METH_NOARGS,
      "release() -> the held aggregates as tuples, bucket order; holds nothing after"},
     {NULL}

@@ -37,6 +37,7 @@ pytestmark = pytest.mark.skipif(not cfast.available(),
 
 US = 1000
 T0 = 1_700_000_000 * 10**9
+IPOPT = b"\x01\x01\x01\x00"      # IPv4 options (NOPs): never the loop's
 
 
 # the link and IPv6 shapes of a flow with shapes=True (rule_traffic): plain,
@@ -519,10 +520,12 @@ def _calls(data, **cfg):
 
 
 def test_sparse_traffic_not_handed_over_per_packet():
-    # issue 18.7: UDP datagrams 2 ms apart (every one its own NAPI poll),
-    # which the loop does not take, go to the Python engine in one piece
+    # issue 18.7: segments with IPv4 options 2 ms apart (every one its own
+    # NAPI poll), which the loop does not take, go to the Python engine in
+    # one piece
     f = Flow(4, ipid="inc")
-    pkts = [f.udp(1000, ts=T0 + k * 2_000_000) for k in range(400)]
+    pkts = [f.pkt(k * 1000, 1000, ACK, ts=T0 + k * 2_000_000, ip_options=IPOPT)
+            for k in range(400)]
     data = _pcap(pkts)
     out, st, runs, pys = _calls(data)
     assert (out, st) == run(data, False)[:2]
@@ -530,13 +533,15 @@ def test_sparse_traffic_not_handed_over_per_packet():
 
 
 def test_mixed_sparse_traffic_hand_overs_bounded():
-    # TCP and UDP alternating, 2 ms apart: the loop would take one record
-    # at a time; it takes over again only before MIN_RUN records it handles
+    # segments with and without IPv4 options alternating, 2 ms apart: the
+    # loop would take one record at a time; it takes over again only
+    # before MIN_RUN records it handles
     f = Flow(4, ipid="inc")
     pkts = []
     for k in range(300):
         ts = T0 + k * 2_000_000
-        pkts.append(f.udp(100, ts=ts) if k % 2 else f.pkt(k * 100, 100, ACK, ts=ts))
+        pkts.append(f.pkt(k * 100, 100, ACK, ts=ts, ip_options=IPOPT) if k % 2
+                    else f.pkt(k * 100, 100, ACK, ts=ts))
     # then a long bulk run in one poll: the loop takes it
     pkts += [f.pkt(30_000 + k * 1448, 1448, ACK, ts=T0 + 10**9 + k * US) for k in range(300)]
     data = _pcap(pkts)
@@ -705,3 +710,126 @@ def test_compiled_pcapng_output_restores_the_input():
             back = [p for p in PcapReader(f) if type(p) is Packet]
     orig = [p for p in PcapReader(io.BytesIO(data)) if type(p) is Packet]
     assert [(p.ts, bytes(p.data)) for p in back] == [(p.ts, bytes(p.data)) for p in orig]
+
+
+def _udp_fix(pkt, ulen=None, csum=None):
+    """``pkt`` (a Flow.udp Packet) with its UDP length field set to
+    ``ulen`` and its checksum recomputed (valid), or set to ``csum``: an
+    int, or 'seed' (the pseudo-header seed of a CHECKSUM_PARTIAL sender)."""
+    from pcapgro.checksum import fold, ones_sum
+    from pcapgro.linklayer import network_layer
+    d = bytearray(pkt.data)
+    l3, et, _ = network_layer(1, d)
+    v6 = et == 0x86DD
+    l4 = l3 + (40 if v6 else 20)
+    if ulen is not None:
+        d[l4 + 4:l4 + 6] = ulen.to_bytes(2, "big")
+    n = len(d) - l4
+    addrs = bytes(d[l3 + 8:l3 + 40]) if v6 else bytes(d[l3 + 12:l3 + 20])
+    pseudo = ones_sum(addrs) + 17 + n
+    d[l4 + 6:l4 + 8] = b"\0\0"
+    if csum == "seed":
+        c = fold(pseudo)
+    elif csum is not None:
+        c = csum
+    else:
+        c = (~fold(pseudo + ones_sum(bytes(d[l4:])))) & 0xFFFF or 0xFFFF
+    d[l4 + 6:l4 + 8] = c.to_bytes(2, "big")
+    return Packet(pkt.ts, bytes(d), len(d), pkt.iface, pkt.linktype)
+
+
+def udp_traffic(seed, n_flows, n_pkts, p6=0.3, shapes=True):
+    """Interleaved UDP forwarding bursts (1 to 80 datagrams of one size, now
+    and then a shorter or longer one, a TTL change, a zero, bad or seed
+    checksum, a wrong UDP length), with TCP segments and poll gaps between."""
+    rnd = random.Random(seed)
+    flows = []
+    for i in range(n_flows):
+        fam = 6 if i and rnd.random() < p6 else 4
+        shape = rnd.choice(SHAPES6 if fam == 6 else SHAPES) if shapes else {}
+        flows.append([Flow(fam, src=f"10.2.{i // 200}.{1 + i % 200}" if fam == 4
+                           else f"fd00::2:{i + 1}", sport=40000 + i, dport=4000 + i % 3,
+                           ipid=rnd.choice(["inc", "inc", None]), ipid0=rnd.randrange(65536),
+                           mac_src=bytes([2, 0, 0, 0, 3, i % 256]), **shape),
+                      rnd.choice([1400, 1000, 333, 100, 1])])
+    tcp = Flow(4, src="10.9.9.9", sport=5555, ipid="inc")
+    out = []
+    ts = T0
+    off = 0
+    while len(out) < n_pkts:
+        f, size = rnd.choice(flows)
+        for k in range(rnd.choice([1, 2, 5, 20, 64, 80])):
+            ts += rnd.choice([1, 1, 2, 10]) * US
+            e = rnd.random()
+            plen, kw, fix = size, {}, None
+            if e < 0.02:
+                plen = max(1, size // 2)
+            elif e < 0.03:
+                plen = size + 10
+            elif e < 0.035:
+                kw["ttl" if f.family == 4 else "hlim"] = 2
+            elif e < 0.04:
+                fix = dict(csum=0)
+            elif e < 0.045:
+                fix = dict(csum=0x1234)
+            elif e < 0.06:
+                fix = dict(csum="seed")
+            elif e < 0.065:
+                fix = dict(ulen=8 + plen - 1)
+            elif e < 0.07:
+                fix = dict(ulen=8)
+            p = f.udp(plen, ts=ts, **kw)
+            out.append(p if fix is None else _udp_fix(p, **fix))
+        r = rnd.random()
+        if r < 0.1:
+            ts += 3_000_000
+        elif r < 0.3:
+            ts += US
+            out.append(tcp.pkt(off, 1448, ACK, ts=ts))
+            off += 1448
+    return out
+
+
+UDP_CONFIGS = [dict(udp="gro"), dict(udp="gro", csum="kernel"), dict(udp="gro", hash="none"),
+               dict(udp="gro", verify_csum=False), dict(udp="gro", gro_max_size=20_000),
+               dict(udp="off")]
+
+
+@pytest.mark.parametrize("ci", range(len(UDP_CONFIGS)))
+@pytest.mark.parametrize("n_flows", [1, 5, 12])
+def test_compiled_udp_matches_python(n_flows, ci):
+    # issue 16.3: standard UDP GRO (udp_gro_receive_segment) in the loop:
+    # longer datagram, short last one, 64 per aggregate, size limit
+    # (<= 65536), length and checksum rules, IPv4/IPv6, VLAN; with
+    # --udp off every datagram is passed (no_udp_gro) by the loop itself
+    pkts = udp_traffic(n_flows * 23 + ci, n_flows, 3000, shapes=n_flows > 1)
+    wrote = check(pkts, 1 << 16, **UDP_CONFIGS[ci])
+    assert wrote > 0
+
+
+@pytest.mark.parametrize("annotate", [True, False])
+@pytest.mark.parametrize("ci", [0, 1, 5])
+def test_compiled_udp_pcapng_output_matches_python(ci, annotate):
+    pkts = udp_traffic(ci + 99, 6, 3000)
+    data = _pcap(pkts)
+    for chunk in (1 << 22, 7000):
+        c_out, c_st, blocks = run_ng(data, True, chunk, annotate, **UDP_CONFIGS[ci])
+        p_out, p_st, _ = run_ng(data, False, chunk, annotate, **UDP_CONFIGS[ci])
+        assert blocks > 0
+        assert (c_out, c_st) == (p_out, p_st)
+
+
+def test_udp_forwarding_stays_in_the_compiled_loop():
+    f = Flow(4, ipid="inc")
+    g = Flow(6, sport=7, vlans=[(0x8100, 3)])
+    pkts = []
+    for k in range(1000):
+        pkts.append((f if k % 2 else g).udp(500 if k % 200 < 198 else 250, ts=T0 + k * US))
+    data = _pcap(pkts)
+    out, st, runs, pys = _calls(data, udp="gro")
+    assert pys == 0 and runs == 1
+    assert (out, st) == run(data, False, udp="gro")[:2]
+    assert general(pkts, udp="gro") == (out, st)
+    assert st["by_kind"]["udp"]["aggregates"] == st["aggregates"] > 0
+    assert st["flush_reasons"]["segment_limit"] > 0
+    assert st["flush_reasons"]["short_datagram"] == 10

@@ -88,7 +88,7 @@ class CEngine:
                                 poll_gap_ns=max(min(cfg.poll_gap_ns, 1 << 62), -(1 << 62)),
                               jiffy_ns=1_000_000_000 // cfg.hz, verify=cfg.verify_csum,
                               csum_valid=cfg.csum == "valid", hash_flow=cfg.hash == "flow",
-                              vlan=cfg.vlan_gro, **ng)
+                              vlan=cfg.vlan_gro, udp_gro=cfg.udp == "gro", **ng)
 
     @property
     def held(self):
@@ -125,7 +125,8 @@ class CEngine:
 
     def collect(self, st):
         """Add the loop's counters to GROStats ``st`` (and reset them)."""
-        flush, passed, verified, seed, singles, aggs, segs, hist = self.c.stats()
+        (flush, passed, verified, seed, singles, aggs, segs, hist, udp_aggs,
+         udp_segs) = self.c.stats()
         for r, v in zip(FLUSH_CODES, flush):
             if v:
                 st.flush[r] += v
@@ -140,8 +141,11 @@ class CEngine:
         if aggs:
             st.aggregates += aggs
             st.segments_merged += segs
-            st.by_kind["tcp"] += aggs
-            st.segments_by_kind["tcp"] += segs
+            st.by_kind["tcp"] += aggs - udp_aggs
+            st.segments_by_kind["tcp"] += segs - udp_segs
+            if udp_aggs:
+                st.by_kind["udp"] += udp_aggs
+                st.segments_by_kind["udp"] += udp_segs
             st.hist.update(hist)
 
     def release(self, eng, linktype):
