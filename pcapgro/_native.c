@@ -40,6 +40,10 @@
  *                        datagram, size within 65536, 64 datagrams, a
  *                        shorter one ends the aggregate), udp_gro_complete
  *   net/ipv6/ip6_offload.c, tcpv6_offload.c, udpv6 (IPv6 twins)
+ *   net/core/gro.c       skb_gro_receive_list and the fraglist branches of
+ *                        tcp_gro_receive / udp_gro_receive_segment (rx-gro-list:
+ *                        the whole flag word, ip_summed, 64 packets, 65536
+ *                        bytes with every header; checksum of the first kept)
  * and the NAPI model of engine.py with gro_flush_timeout 0 and no budget
  * (a poll ends at an arrival gap > poll_gap_ns; every held packet is then
  * completed, bucket 0..7, oldest first).
@@ -51,7 +55,8 @@
  * layer) or IPv6 (no extension headers, payload length == the frame after
  * the fixed header; only while gro_max_size keeps an aggregate's payload
  * length within 16 bits), then TCP (data offset >= 5 within the datagram)
- * or UDP (checksum not 0; standard GRO with --udp gro, else passed), and
+ * or UDP (checksum not 0; fraglist with --fraglist, else standard GRO with
+ * --udp gro, else passed), and
  * (when checksums are verified) a good TCP/UDP checksum or the
  * pseudo-header seed of a sender's CHECKSUM_PARTIAL packet (trusted, as
  * pcapgro/gro/csum.py).  Anything else ends the run.
@@ -76,6 +81,9 @@
 #define KEYMAX 64           /* MAC header, [IPv6 word 0], addresses, ports */
 #define NREFS 64            /* payloads referred to in place, per aggregate */
 #define UDP_GRO_CNT_MAX 64  /* datagrams per UDP aggregate */
+#define TCP_FRAGLIST_MAX 64 /* segments per TCP fraglist aggregate */
+/* aggregate kinds (GROStats.by_kind: pcapgro/gro/stats.py KINDS) */
+enum { K_TCP, K_TCP_FRAGLIST, K_UDP, K_UDP_FRAGLIST, K_N };
 #define GRO_LEGACY_MAX_SIZE 65536   /* UDP aggregates never grow beyond it */
 
 /* Flush reason codes; FLUSH_NAMES (exported as _native.FLUSH_NAMES, from
@@ -86,10 +94,11 @@ enum {
     F_ACK_CHANGED, F_OPTIONS_CHANGED, F_TTL_CHANGED, F_TOS_CHANGED,
     F_DF_CHANGED, F_IP_ID, F_MSS_EXCEEDED, F_PURE_ACK, F_SEQ_GAP,
     F_SIZE_LIMIT, F_PSH, F_FIN, F_URG, F_RST, F_SYN, F_SHORT_SEGMENT,
-    F_BUCKET_FULL, F_POLL_END, F_LONGER_DATAGRAM, F_SHORT_DATAGRAM, F_SEGMENT_LIMIT, F_N
+    F_BUCKET_FULL, F_POLL_END, F_LONGER_DATAGRAM, F_SHORT_DATAGRAM, F_SEGMENT_LIMIT,
+    F_CSUM_STATE, F_N
 };
 /* Pass reason codes; named by PASS_NAMES (pcapgro.gro.flush.Pass values) */
-enum { P_PURE_ACK, P_FLAGS, P_NO_UDP_GRO, P_UDP_LENGTH, P_N };
+enum { P_PURE_ACK, P_FLAGS, P_NO_UDP_GRO, P_UDP_LENGTH, P_CSUM_STATE, P_N };
 
 static const char *const FLUSH_NAMES[] = {
     [F_CWR] = "cwr", [F_FLAGS_CHANGED] = "flags_changed",
@@ -102,10 +111,12 @@ static const char *const FLUSH_NAMES[] = {
     [F_SHORT_SEGMENT] = "short_segment", [F_BUCKET_FULL] = "bucket_full",
     [F_POLL_END] = "poll_end", [F_LONGER_DATAGRAM] = "longer_datagram",
     [F_SHORT_DATAGRAM] = "short_datagram", [F_SEGMENT_LIMIT] = "segment_limit",
+    [F_CSUM_STATE] = "csum_state",
 };
 static const char *const PASS_NAMES[] = {[P_PURE_ACK] = "pure_ack", [P_FLAGS] = "flags",
                                          [P_NO_UDP_GRO] = "no_udp_gro",
-                                         [P_UDP_LENGTH] = "udp_length"};
+                                         [P_UDP_LENGTH] = "udp_length",
+                                         [P_CSUM_STATE] = "csum_state"};
 _Static_assert(sizeof FLUSH_NAMES / sizeof *FLUSH_NAMES == F_N, "a name per flush code");
 _Static_assert(sizeof PASS_NAMES / sizeof *PASS_NAMES == P_N, "a name per pass code");
 
@@ -126,6 +137,7 @@ typedef struct {
     uint32_t l3;            /* network header offset (14 + 4 per tag) */
     int v6;                 /* IPv6 (else IPv4) */
     int udp;                /* UDP (else TCP) */
+    int flist, partial;     /* fraglist; the head's checksum field held the seed */
     int64_t head_ts, head_idx, age;
     uint8_t *pay;           /* payloads copied (head first), paylen bytes */
     size_t paylen, paycap;
@@ -151,6 +163,7 @@ typedef struct {
     int64_t gap, jiffy;
     int verify, csum_valid, hash_flow, vlan, v6;
     int udp_gro;            /* UDP datagrams take standard GRO (--udp gro) */
+    int fraglist;           /* rx-gro-list: TCP and UDP flows take fraglist GRO */
     /* pcapng output (else classic pcap records in the input's format):
      * EPBs on interface 0 in the byte order ng_swap says, timestamps in
      * units of ng_div ns; annotate: comments, flags, restore records */
@@ -159,7 +172,7 @@ typedef struct {
     sbuf opts, txt;         /* scratch: one record's options and text */
     /* statistics since the last stats() */
     uint64_t flush[F_N], pass[P_N], verified, seed, singles, aggregates, segs;
-    uint64_t udp_aggregates, udp_segs;  /* of aggregates, segs: UDP's */
+    uint64_t kind_aggs[K_N], kind_segs[K_N];  /* aggregates, segs by kind */
     uint32_t *hist;
     size_t hist_n, hist_cap;
     /* output of the current run: a bytearray, filled from its start */
@@ -421,7 +434,8 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
         if (e->ng && e->annotate) {
             if (ng_aggregate(&e->opts, &e->txt, a->count, a->mss, (long long)a->head_idx,
                              (long long)a->head_ts, a->head_L, a->hdr, a->hlen, hdr, a->hlen,
-                             &a->rows, a->udp ? "UDP" : "TCP", e->ng_swap) < 0) {
+                             &a->rows, a->flist ? (a->udp ? "fraglist UDP" : "fraglist TCP")
+                                                : (a->udp ? "UDP" : "TCP"), e->ng_swap) < 0) {
                 PyErr_Clear();
                 e->error = 1;
             }
@@ -445,10 +459,9 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
     }
     e->aggregates++;
     e->segs += a->count;
-    if (a->udp) {
-        e->udp_aggregates++;
-        e->udp_segs += a->count;
-    }
+    int kind = (a->udp ? K_UDP : K_TCP) + a->flist;
+    e->kind_aggs[kind]++;
+    e->kind_segs[kind] += a->count;
     if (e->hist_n == e->hist_cap) {
         size_t cap = e->hist_cap ? e->hist_cap * 2 : 1024;
         uint32_t *h = realloc(e->hist, cap * sizeof(uint32_t));
@@ -495,11 +508,14 @@ static void complete_headers(Engine *e, const Agg *a, uint8_t *d)
         /* udp_gro_complete: the UDP length */
         d[l4 + 4] = (uint8_t)(l4len >> 8);
         d[l4 + 5] = (uint8_t)l4len;
-    } else {
+    } else if (!a->flist) {
         /* tcp_gro_complete: FIN/PSH of merged segments */
         d[l4 + 13] |= (uint8_t)a->fin_psh;
     }
-    /* the checksum: the pseudo-header seed (kernel) or valid */
+    /* the checksum: the pseudo-header seed (kernel; fraglist: the first
+     * packet's stays) or valid */
+    if (!e->csum_valid && a->flist)
+        return;
     if (!e->csum_valid) {
         uint32_t f = (uint32_t)(pseudo % 0xFFFF);   /* fold(): the seed */
         c = f ? f : 0xFFFF;
@@ -542,6 +558,7 @@ typedef struct {
     int v6;                 /* IPv6 (else IPv4) */
     int udp;                /* UDP (else TCP); ulen its length field */
     uint32_t ulen;
+    int partial;            /* the checksum field held the pseudo-header seed */
     uint32_t pay;           /* payload offset */
     uint32_t L;             /* payload length */
     uint32_t flags, word, seq, ack, tosttl, df, ipid;
@@ -584,6 +601,8 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     a->l3 = g->l3;
     a->v6 = g->v6;
     a->udp = g->udp;
+    a->flist = e->fraglist;
+    a->partial = g->partial;
     a->khash = g->kh;
     a->hash = h;
     a->hlen = g->pay;
@@ -686,6 +705,23 @@ static void pass_or_hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
         hold(e, g, ts, idx);
 }
 
+/* the fraglist branch of tcp_gro_receive + skb_gro_receive_list (tcp.py
+ * _fraglist_flush): the whole flag word equal (FIN/PSH too), the same
+ * ip_summed, at most 64 segments, 65536 bytes counting every chained
+ * packet's headers (and tags); -1 = may chain */
+static int fraglist_flush(const Agg *a, const Seg *g)
+{
+    if (g->word != a->word)
+        return F_FLAGS_CHANGED;
+    if (g->partial != a->partial)
+        return F_CSUM_STATE;
+    if (a->count >= TCP_FRAGLIST_MAX)
+        return F_SEGMENT_LIMIT;
+    if (a->size + (g->n - 14) >= GRO_LEGACY_MAX_SIZE)
+        return F_SIZE_LIMIT;
+    return -1;
+}
+
 /* skb_gro_receive: segment g (input index idx, time ts) joins aggregate a
  * (its payload referred to in place; annotated: its restore row) */
 static void merge(Engine *e, Agg *a, const Seg *g, int64_t ts, int64_t idx)
@@ -693,7 +729,8 @@ static void merge(Engine *e, Agg *a, const Seg *g, int64_t ts, int64_t idx)
     a->count++;
     a->seq_next += g->L;
     a->size += g->L;
-    a->fin_psh |= g->flags & (TH_FIN | TH_PSH);
+    if (!a->flist)
+        a->fin_psh |= g->flags & (TH_FIN | TH_PSH);
     if (a->nrefs == NREFS)
         materialize(e, a);
     a->refs[a->nrefs].p = g->f + g->pay;
@@ -720,7 +757,7 @@ static void merge(Engine *e, Agg *a, const Seg *g, int64_t ts, int64_t idx)
  * 65536); merged; a shorter datagram or the 64th ends the aggregate */
 static void udp_receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
 {
-    if (!e->udp_gro) {
+    if (!e->udp_gro && !e->fraglist) {
         pass_up(e, P_NO_UDP_GRO, g->f, g->n, ts, idx);
         return;
     }
@@ -737,9 +774,19 @@ static void udp_receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
     int reason = network_flush(a, g);
     if (reason < 0 && g->L > a->mss)
         reason = F_LONGER_DATAGRAM;
-    uint32_t lim = e->limit < GRO_LEGACY_MAX_SIZE ? e->limit : GRO_LEGACY_MAX_SIZE;
-    if (reason < 0 && a->size + g->L >= lim)
-        reason = F_SIZE_LIMIT;
+    if (reason < 0 && a->flist) {
+        if (g->partial != a->partial) {
+            /* a datagram of the other ip_summed is passed, a stays held */
+            pass_up(e, P_CSUM_STATE, g->f, g->n, ts, idx);
+            return;
+        }
+        if (a->size + (g->n - 14) >= GRO_LEGACY_MAX_SIZE)
+            reason = F_SIZE_LIMIT;
+    } else if (reason < 0) {
+        uint32_t lim = e->limit < GRO_LEGACY_MAX_SIZE ? e->limit : GRO_LEGACY_MAX_SIZE;
+        if (a->size + g->L >= lim)
+            reason = F_SIZE_LIMIT;
+    }
     if (reason >= 0) {
         complete(e, s, reason, ts);
         hold(e, g, ts, idx);
@@ -766,8 +813,8 @@ static void receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
     }
     Agg *a = &e->aggs[s];
     int reason = merge_flush(a, g);
-    if (reason < 0 && a->size + g->L >= e->limit)
-        reason = F_SIZE_LIMIT;
+    if (reason < 0)
+        reason = a->flist ? fraglist_flush(a, g) : a->size + g->L >= e->limit ? F_SIZE_LIMIT : -1;
     if (reason < 0) {
         merge(e, a, g, ts, idx);
         int after = g->L < a->mss ? F_SHORT_SEGMENT : final_reason(g->flags);
@@ -785,16 +832,17 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"limit", "poll_gap_ns", "jiffy_ns", "verify", "csum_valid",
                              "hash_flow", "vlan", "pcapng", "pcapng_swap", "pcapng_div",
-                             "annotate", "udp_gro", NULL};
+                             "annotate", "udp_gro", "fraglist", NULL};
     unsigned long limit;
     long long gap, jiffy, ng_div = 1;
     int verify, csum_valid, hash_flow, vlan = 0, ng = 0, ng_swap = 0, annotate = 0;
-    int udp_gro = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLpp", kwlist, &limit, &gap, &jiffy,
+    int udp_gro = 0, fraglist = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLppp", kwlist, &limit, &gap, &jiffy,
                                      &verify, &csum_valid, &hash_flow, &vlan, &ng, &ng_swap,
-                                     &ng_div, &annotate, &udp_gro))
+                                     &ng_div, &annotate, &udp_gro, &fraglist))
         return -1;
     e->udp_gro = udp_gro;
+    e->fraglist = fraglist;
     if (limit < 1 || limit > 0x7FFFFFFF || jiffy <= 0 || ng_div <= 0) {
         PyErr_SetString(PyExc_ValueError, "bad limit, jiffy or pcapng_div");
         return -1;
@@ -906,6 +954,7 @@ static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
     g->pay = l4 + hl;
     g->L = cap - g->pay;
     g->psum = 0;
+    g->partial = 0;
     g->df = frag & 0x4000;
     *ts = (int64_t)h[0] * 1000000000 + (int64_t)h[1] * mul;
     return 1;
@@ -939,6 +988,7 @@ static int seg_csum(Engine *e, Seg *g, int count)
             /* CHECKSUM_PARTIAL (a sender's capture): trusted, csum.verify */
             if (count)
                 e->seed++;
+            g->partial = 1;
         } else {
             return 0;
         }
@@ -1120,7 +1170,8 @@ static PyObject *Engine_scan(Engine *e, PyObject *args)
 }
 
 /* stats() -> (flush counts, pass counts, verified, seed, singles, aggregates,
- * segments, hist list, UDP aggregates, UDP segments); resets them */
+ * segments, hist list, aggregates by kind, segments by kind: tcp,
+ * tcp_fraglist, udp, udp_fraglist); resets them */
 static PyObject *Engine_stats(Engine *e, PyObject *unused)
 {
     PyObject *fl = PyTuple_New(F_N), *pa = PyTuple_New(P_N), *hi = PyList_New((Py_ssize_t)e->hist_n);
@@ -1132,15 +1183,24 @@ static PyObject *Engine_stats(Engine *e, PyObject *unused)
         PyTuple_SET_ITEM(pa, k, PyLong_FromUnsignedLongLong(e->pass[k]));
     for (size_t k = 0; k < e->hist_n; k++)
         PyList_SET_ITEM(hi, (Py_ssize_t)k, PyLong_FromUnsignedLong(e->hist[k]));
-    PyObject *r = Py_BuildValue("NNKKKKKNKK", fl, pa, (unsigned long long)e->verified,
+    PyObject *ka = Py_BuildValue("(KKKK)", e->kind_aggs[0], e->kind_aggs[1], e->kind_aggs[2],
+                                 e->kind_aggs[3]);
+    PyObject *ks = Py_BuildValue("(KKKK)", e->kind_segs[0], e->kind_segs[1], e->kind_segs[2],
+                                 e->kind_segs[3]);
+    if (!ka || !ks) {
+        Py_XDECREF(ka);
+        Py_XDECREF(ks);
+        goto fail;
+    }
+    PyObject *r = Py_BuildValue("NNKKKKKNNN", fl, pa, (unsigned long long)e->verified,
                                 (unsigned long long)e->seed, (unsigned long long)e->singles,
                                 (unsigned long long)e->aggregates, (unsigned long long)e->segs, hi,
-                                (unsigned long long)e->udp_aggregates,
-                                (unsigned long long)e->udp_segs);
+                                ka, ks);
     memset(e->flush, 0, sizeof e->flush);
     memset(e->pass, 0, sizeof e->pass);
     e->verified = e->seed = e->singles = e->aggregates = e->segs = 0;
-    e->udp_aggregates = e->udp_segs = 0;
+    memset(e->kind_aggs, 0, sizeof e->kind_aggs);
+    memset(e->kind_segs, 0, sizeof e->kind_segs);
     e->hist_n = 0;
     return r;
 fail:
@@ -1153,8 +1213,8 @@ fail:
 /* release() -> list, bucket 0..7 oldest first, of (bucket, hash, head frame,
  * head_ts, head_idx, tail payload, count, mss, seq_next, size, fin_psh,
  * fixedid, age, head_psum, tail_psum, rows: the restore record's s= rows of
- * the merged segments when annotated, else ''); the engine then holds
- * nothing */
+ * the merged segments when annotated, else '', fraglist, the head's
+ * checksum held the seed); the engine then holds nothing */
 static PyObject *Engine_release(Engine *e, PyObject *unused)
 {
     PyObject *lst = PyList_New(0);
@@ -1168,7 +1228,7 @@ static PyObject *Engine_release(Engine *e, PyObject *unused)
                 goto fail;
             memcpy(PyBytes_AS_STRING(head), a->hdr, a->hlen);
             memcpy(PyBytes_AS_STRING(head) + a->hlen, a->pay, a->head_L);
-            PyObject *t = Py_BuildValue("ikNLLy#kkkkiiLkks#", b, (unsigned long)a->hash, head,
+            PyObject *t = Py_BuildValue("ikNLLy#kkkkiiLkks#ii", b, (unsigned long)a->hash, head,
                                         (long long)a->head_ts, (long long)a->head_idx,
                                         (const char *)a->pay + a->head_L,
                                         (Py_ssize_t)(a->paylen - a->head_L),
@@ -1176,7 +1236,8 @@ static PyObject *Engine_release(Engine *e, PyObject *unused)
                                         (unsigned long)a->seq_next, (unsigned long)a->size,
                                         a->fin_psh, a->fixedid, (long long)a->age,
                                         (unsigned long)a->head_psum, (unsigned long)a->tail_psum,
-                                        a->rows.p ? a->rows.p : "", (Py_ssize_t)a->rows.n);
+                                        a->rows.p ? a->rows.p : "", (Py_ssize_t)a->rows.n,
+                                        a->flist, a->partial);
             if (!t || PyList_Append(lst, t) < 0) {
                 Py_XDECREF(t);
                 goto fail;
@@ -1209,7 +1270,7 @@ static PyMethodDef Engine_methods[] = {
      "on that begins run records run() handles (len(recs) when none); counts nothing"},
     {"stats", (PyCFunction)Engine_stats, METH_NOARGS,
      "stats() -> (flush, passed, verified, seed, singles, aggregates, segments, hist, "
-     "udp_aggregates, udp_segments); resets"},
+     "aggregates by kind, segments by kind); resets"},
     {"release", (PyCFunction)Engine_release, METH_NOARGS,
      "release() -> the held aggregates as tuples, bucket order; holds nothing after"},
     {NULL}

@@ -198,7 +198,8 @@ def general(pkts, nanosecond=True, byteorder="<", **cfg):
 # 100 bytes with 20 / 32 bytes of TCP header (40 + n * L, 52 + n * L)
 CONFIGS = [dict(), dict(hash="none"), dict(verify_csum=False), dict(csum="kernel"),
            dict(gro_max_size=10_040), dict(gro_max_size=7_052), dict(gro_max_size=200_000),
-           dict(verify_csum=False, csum="kernel"), dict(poll_gap_ns=10_000)]
+           dict(verify_csum=False, csum="kernel"), dict(poll_gap_ns=10_000),
+           dict(fraglist=True), dict(fraglist=True, csum="kernel", hash="none")]
 
 
 def check(pkts, chunk, nanosecond=True, byteorder="<", **cfg):
@@ -344,7 +345,8 @@ def test_not_used_for_configurations_it_does_not_model():
     # annotations need pcapng output: the engine decides that per output
     # (GROEngine.ng_out); the configuration alone does not exclude them
     assert cfast.usable(GROConfig(annotate=True))
-    assert not cfast.usable(GROConfig(annotate=False, fraglist=True))
+    assert not cfast.usable(GROConfig(annotate=False, fraglist=True, local_ports=frozenset([80])))
+    assert cfast.usable(GROConfig(annotate=False, fraglist=True))
     assert not cfast.usable(GROConfig(annotate=False, napi_budget=64))
     assert not cfast.usable(GROConfig(annotate=False, gro_flush_timeout=1000))
     assert not cfast.usable(GROConfig(annotate=False, compiled=False))
@@ -659,7 +661,7 @@ def run_ng(data, compiled, chunk=1 << 22, annotate=True, min_run=1, **cfg):
 
 
 @pytest.mark.parametrize("annotate", [True, False])
-@pytest.mark.parametrize("ci", [0, 1, 3, 4, 8])
+@pytest.mark.parametrize("ci", [0, 1, 3, 4, 8, 9])
 @pytest.mark.parametrize("n_flows", [1, 7])
 def test_compiled_pcapng_output_matches_python(n_flows, ci, annotate):
     # issue 16.6: pcapng output, annotated (comments, TSO flag, restore
@@ -792,7 +794,7 @@ def udp_traffic(seed, n_flows, n_pkts, p6=0.3, shapes=True):
 
 UDP_CONFIGS = [dict(udp="gro"), dict(udp="gro", csum="kernel"), dict(udp="gro", hash="none"),
                dict(udp="gro", verify_csum=False), dict(udp="gro", gro_max_size=20_000),
-               dict(udp="off")]
+               dict(udp="off"), dict(fraglist=True), dict(fraglist=True, udp="gro", csum="kernel")]
 
 
 @pytest.mark.parametrize("ci", range(len(UDP_CONFIGS)))
@@ -808,7 +810,7 @@ def test_compiled_udp_matches_python(n_flows, ci):
 
 
 @pytest.mark.parametrize("annotate", [True, False])
-@pytest.mark.parametrize("ci", [0, 1, 5])
+@pytest.mark.parametrize("ci", [0, 1, 5, 6])
 def test_compiled_udp_pcapng_output_matches_python(ci, annotate):
     pkts = udp_traffic(ci + 99, 6, 3000)
     data = _pcap(pkts)
@@ -833,3 +835,31 @@ def test_udp_forwarding_stays_in_the_compiled_loop():
     assert st["by_kind"]["udp"]["aggregates"] == st["aggregates"] > 0
     assert st["flush_reasons"]["segment_limit"] > 0
     assert st["flush_reasons"]["short_datagram"] == 10
+
+
+@pytest.mark.parametrize("cfg", [dict(fraglist=True), dict(fraglist=True, csum="kernel")])
+def test_fraglist_stays_in_the_compiled_loop(cfg):
+    # issue 16.4: fraglist GRO (rx-gro-list) in the loop: TCP chains at
+    # most 64 segments, a segment of the other ip_summed (seed checksum)
+    # ends the chain (csum_state), a UDP datagram of the other ip_summed is
+    # passed while its flow's chain stays held; kernel checksums keep the
+    # first packet's
+    f = Flow(4, ipid="inc")
+    u = Flow(6, sport=9, dport=4789 + 1)
+    pkts = []
+    for k in range(300):
+        ts = T0 + k * US
+        pkts.append(f.pkt(k * 1000, 1000, ACK, ts=ts, csum="seed" if k == 100 else "valid"))
+        p = u.udp(500, ts=ts)
+        pkts.append(_udp_fix(p, csum="seed") if k == 150 else p)
+    data = _pcap(pkts)
+    out, st, runs, pys = _calls(data, **cfg)
+    assert pys == 0 and runs == 1
+    assert (out, st) == run(data, False, **cfg)[:2]
+    assert general(pkts, **cfg) == (out, st)
+    assert st["by_kind"]["tcp_fraglist"]["aggregates"] > 4
+    assert st["by_kind"]["udp_fraglist"]["aggregates"] > 4
+    assert st["flush_reasons"]["segment_limit"] > 0
+    # the seed segment ends the chain before it and its own (the next is valid)
+    assert st["flush_reasons"]["csum_state"] == 2
+    assert st["pass_reasons"]["csum_state"] == 1

@@ -25,7 +25,7 @@ of the input's byte order and resolution (``GROEngine.raw_out``, no
 annotations) or pcapng (``GROEngine.ng_out``: the loop writes the EPBs,
 with the comments, TSO flag and restore records of annotated output, as
 :class:`RawBlocks`; ``pcapgro/_annotate.h``), and the configuration is one
-the loop models: standard GRO (no fraglist), no NAPI budget,
+the loop models: standard or fraglist GRO (fraglist: no local sockets), no NAPI budget,
 gro_flush_timeout 0.  An aggregate handed over carries the restore rows of
 what the loop merged (``Agg.rows0``).  ``PCAPGRO_NO_C=1`` in the
 environment turns it off.
@@ -35,6 +35,7 @@ import os
 
 from ..record import Packet, RawBlocks, RawRecords
 from .flush import Flush, Pass
+from .stats import KINDS          # the C loop's kind order
 
 try:  # the extension is optional (no C compiler at install time)
     from .. import _native
@@ -64,7 +65,8 @@ def available():
 def usable(cfg):
     """True when :class:`pcapgro.gro.GROConfig` ``cfg`` is one the compiled
     loop models (see the module doc)."""
-    return (available() and cfg.fast_path and cfg.compiled and not cfg.fraglist
+    return (available() and cfg.fast_path and cfg.compiled
+            and not (cfg.fraglist and cfg.local_ports)
             and not cfg.napi_budget and not cfg.gro_flush_timeout
             and cfg.hash in ("flow", "none") and cfg.csum in ("valid", "kernel")
             and 1 <= cfg.gro_max_size <= 0x7FFFFFFF and cfg.hz > 0)
@@ -88,7 +90,8 @@ class CEngine:
                                 poll_gap_ns=max(min(cfg.poll_gap_ns, 1 << 62), -(1 << 62)),
                               jiffy_ns=1_000_000_000 // cfg.hz, verify=cfg.verify_csum,
                               csum_valid=cfg.csum == "valid", hash_flow=cfg.hash == "flow",
-                              vlan=cfg.vlan_gro, udp_gro=cfg.udp == "gro", **ng)
+                              vlan=cfg.vlan_gro, udp_gro=cfg.udp == "gro",
+                              fraglist=cfg.fraglist, **ng)
 
     @property
     def held(self):
@@ -125,8 +128,8 @@ class CEngine:
 
     def collect(self, st):
         """Add the loop's counters to GROStats ``st`` (and reset them)."""
-        (flush, passed, verified, seed, singles, aggs, segs, hist, udp_aggs,
-         udp_segs) = self.c.stats()
+        (flush, passed, verified, seed, singles, aggs, segs, hist, kind_aggs,
+         kind_segs) = self.c.stats()
         for r, v in zip(FLUSH_CODES, flush):
             if v:
                 st.flush[r] += v
@@ -141,11 +144,10 @@ class CEngine:
         if aggs:
             st.aggregates += aggs
             st.segments_merged += segs
-            st.by_kind["tcp"] += aggs - udp_aggs
-            st.segments_by_kind["tcp"] += segs - udp_segs
-            if udp_aggs:
-                st.by_kind["udp"] += udp_aggs
-                st.segments_by_kind["udp"] += udp_segs
+            for kind, a, n in zip(KINDS, kind_aggs, kind_segs):
+                if a:
+                    st.by_kind[kind] += a
+                    st.segments_by_kind[kind] += n
             st.hist.update(hist)
 
     def release(self, eng, linktype):
@@ -156,9 +158,10 @@ class CEngine:
             return
         valid = self.cfg.csum == "valid"     # sums are only used for that
         for (b, h, head, head_ts, head_idx, tail, count, mss, seq_next, size, fin_psh,
-             fixedid, age, head_psum, tail_psum, rows) in self.c.release():
+             fixedid, age, head_psum, tail_psum, rows, flist, partial) in self.c.release():
             pkt = Packet(head_ts, head, len(head), 0, linktype, None)
-            agg = eng.adopt(eng._parse(pkt), h, age)
+            agg = eng.adopt(eng._parse(pkt), h, age, bool(flist))
+            agg.head.partial = bool(partial)     # csum.verify's verdict
             agg.idxs = [head_idx]
             agg.psums = [head_psum if valid else None]
             if count > 1:
