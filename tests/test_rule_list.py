@@ -269,3 +269,36 @@ def test_rule(rule):
         f"{rule.name}: {rule.reason.value} not counted: {ref_stats}"
     assert got == ref, f"{rule.name}: the compiled core's output differs from the reference"
     assert got_stats == ref_stats
+
+
+def _write_ng(events, f):
+    from pcapgro.capture.pcapng import PcapngWriter
+    w = PcapngWriter(f)
+    w.write_batch([Section("<", [], 1, 0), Interface(1, 262144, 9, 0, [])]
+                  + [e for e in events if type(e) is Packet])
+    w.close()
+
+
+@pytest.mark.parametrize("rule", [r for r in RULES if r.name in CASES], ids=lambda r: r.name)
+def test_rule_annotated_pcapng(rule):
+    # the same cases to annotated pcapng, merge's default output: the
+    # compiled core lays out EPBs, comments and restore records itself
+    from pcapgro.capture.pcapng import PcapngWriter
+    items, cfg = CASES[rule.name]()
+    pkts = _stamp(items)
+    if any(type(p) is not Packet for p in pkts):
+        pytest.skip("events a classic pcap input cannot carry")
+    eng = GROEngine(GROConfig(annotate=True, fast_path=False, compiled=False, **cfg))
+    ref = io.BytesIO()
+    _write_ng(list(eng.process(pkts)), ref)
+    src = io.BytesIO()
+    _write(pkts, src)
+    eng2 = GROEngine(GROConfig(annotate=True, **cfg))
+    with tempfile.TemporaryFile() as f:
+        w = PcapngWriter(f)
+        pipeline.run(PcapReader(io.BytesIO(src.getvalue())), w, eng2.process)
+        w.close()
+        f.seek(0)
+        got = f.read()
+    assert got == ref.getvalue(), f"{rule.name}: compiled pcapng output differs"
+    assert eng2.stats.to_dict() == eng.stats.to_dict()
