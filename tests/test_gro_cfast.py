@@ -148,15 +148,30 @@ def _pcap(pkts, nanosecond=True, byteorder="<"):
     return f.getvalue()
 
 
-def run(data, compiled, chunk=1 << 22, min_run=1, **cfg):
-    """pcap bytes through pipeline.run with a GROEngine; returns (output
-    bytes, stats dict, records the compiled loop wrote).  ``min_run``:
-    cfast.MIN_RUN for the run (1: the loop takes over again wherever it
-    can, the most hand-overs)."""
-    old = _stream.CHUNK
-    old_run = cfast.MIN_RUN
+def _pipe(data, compiled, chunk, min_run, writer, annotate=False, **cfg):
+    """pcap bytes through pipeline.run with a GROEngine to ``writer(f)`` on
+    a real file (the writer then flushes with os.writev, as merge does),
+    with the reader's chunk size ``chunk`` and cfast.MIN_RUN ``min_run``
+    (1: the loop takes over again wherever it can, the most hand-overs).
+    Returns (output bytes, stats dict)."""
+    old, old_run = _stream.CHUNK, cfast.MIN_RUN
     _stream.CHUNK = chunk
     cfast.MIN_RUN = min_run
+    try:
+        eng = GROEngine(GROConfig(annotate=annotate, compiled=compiled, **cfg))
+        with tempfile.TemporaryFile() as f:
+            w = writer(f)
+            pipeline.run(PcapReader(io.BytesIO(data)), w, eng.process)
+            w.close()
+            f.seek(0)
+            return f.read(), eng.stats.to_dict()
+    finally:
+        _stream.CHUNK, cfast.MIN_RUN = old, old_run
+
+
+def run(data, compiled, chunk=1 << 22, min_run=1, **cfg):
+    """pcap bytes to classic pcap (:func:`_pipe`); returns (output bytes,
+    stats dict, records the compiled loop wrote)."""
     wrote = []
     orig = cfast.CEngine.run
 
@@ -168,19 +183,10 @@ def run(data, compiled, chunk=1 << 22, min_run=1, **cfg):
 
     cfast.CEngine.run = counting
     try:
-        eng = GROEngine(GROConfig(annotate=False, compiled=compiled, **cfg))
-        # a real file: the writer then flushes with os.writev, as merge does
-        with tempfile.TemporaryFile() as f:
-            w = PcapWriter(f)
-            pipeline.run(PcapReader(io.BytesIO(data)), w, eng.process)
-            w.close()
-            f.seek(0)
-            out = f.read()
+        out, st = _pipe(data, compiled, chunk, min_run, PcapWriter, **cfg)
     finally:
-        _stream.CHUNK = old
-        cfast.MIN_RUN = old_run
         cfast.CEngine.run = orig
-    return out, eng.stats.to_dict(), sum(wrote)
+    return out, st, sum(wrote)
 
 
 def general(pkts, nanosecond=True, byteorder="<", **cfg):
@@ -630,13 +636,10 @@ def test_handed_over_when_the_loop_does_not_model_it(cfg):
 
 
 def run_ng(data, compiled, chunk=1 << 22, annotate=True, min_run=1, **cfg):
-    """pcap bytes through pipeline.run to a PcapngWriter (pcapng output, as
-    merge's default): (output bytes, stats dict, RawBlocks written)."""
+    """pcap bytes to pcapng, merge's default output (:func:`_pipe`):
+    (output bytes, stats dict, EPBs the compiled loop wrote)."""
     from pcapgro.capture.pcapng import PcapngWriter
     from pcapgro.record import RawBlocks
-    old, old_run = _stream.CHUNK, cfast.MIN_RUN
-    _stream.CHUNK = chunk
-    cfast.MIN_RUN = min_run
     blocks = []
     orig = PcapngWriter._raw_blocks
 
@@ -647,17 +650,10 @@ def run_ng(data, compiled, chunk=1 << 22, annotate=True, min_run=1, **cfg):
 
     PcapngWriter._raw_blocks = counting
     try:
-        eng = GROEngine(GROConfig(annotate=annotate, compiled=compiled, **cfg))
-        with tempfile.TemporaryFile() as f:
-            w = PcapngWriter(f)
-            pipeline.run(PcapReader(io.BytesIO(data)), w, eng.process)
-            w.close()
-            f.seek(0)
-            out = f.read()
+        out, st = _pipe(data, compiled, chunk, min_run, PcapngWriter, annotate, **cfg)
     finally:
-        _stream.CHUNK, cfast.MIN_RUN = old, old_run
         PcapngWriter._raw_blocks = orig
-    return out, eng.stats.to_dict(), sum(blocks)
+    return out, st, sum(blocks)
 
 
 @pytest.mark.parametrize("annotate", [True, False])
