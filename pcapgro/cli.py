@@ -235,11 +235,13 @@ class _LiveBar:
         c = self.job.counts()
         if c is None:
             return
-        self.bar.update(c["packets_in"] - self.bar.n)
         st = live.statistics()
         drops = "" if st["dropped_kernel"] is None else f", {live.lost():,} dropped"
         self.bar.set_postfix_str(f"{c['packets_out']:,} out{drops}", refresh=False)
-        self.bar.refresh()
+        if c["packets_in"] > self.bar.n:
+            self.bar.update(c["packets_in"] - self.bar.n)     # draws the line
+        else:
+            self.bar.refresh()
 
     def close(self):
         """Stop the thread and take the line away."""

@@ -70,6 +70,10 @@ DRAIN_S = 3.0
 """Seconds a stop waits at most for tcpdump to hand over the packets it
 had received when the stop was asked for (:meth:`LiveCapture._drain`)."""
 
+RETIRE_S = 2.2
+"""Seconds within which the kernel retires a TPACKET_V3 block that was open
+(two ticks of tcpdump's 1 s block timeout, and a margin)."""
+
 _PIPE_MAX = "/proc/sys/fs/pipe-max-size"
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
@@ -223,9 +227,12 @@ class LiveCapture:
         by the capture reader); pipes as large as allowed."""
         _grow_pipe(self.proc.stdout)
         try:
+            # bufsize=0: a raw pipe, whose readinto returns what is there
+            # (a BufferedReader's waits until the reader's 4 MiB are full)
             self.pump = subprocess.Popen([sys.executable, "-s", "-E", _PUMP, str(MAX_BACKLOG)],
                                          stdin=self.proc.stdout, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, start_new_session=True)
+                                         stderr=subprocess.PIPE, start_new_session=True,
+                                         bufsize=0)
         except OSError as e:
             self.stop()
             raise UnusableInput(f"cannot run {sys.executable}: {e.strerror or e}") from None
@@ -352,25 +359,50 @@ class LiveCapture:
 
     def _drain(self):
         """Before SIGINT: libpcap's ring (TPACKET_V3) hands packets over a
-        block at a time, a block when full or after tcpdump's 1 s timeout,
-        and tcpdump drops the block being filled when it is interrupted.
-        So the count tcpdump had received when the stop was asked for is
-        taken (SIGUSR1), and SIGINT waits (at most :data:`DRAIN_S` s) until
-        that many were captured or dropped; packets received after it may
-        stay behind (they came after the stop).  What was received before it
-        and never came is counted in ``lost_at_stop``."""
+        block at a time, a block when full or when the kernel's retire
+        timer (tcpdump's 1 s timeout) finds it still open on two ticks, and
+        tcpdump drops the block being filled when it is interrupted.  So
+        the count tcpdump had received when the stop was asked for is taken
+        (SIGUSR1), and SIGINT waits (at most :data:`DRAIN_S` s) until that
+        many were captured or dropped; packets received after it may stay
+        behind (they came after the stop).  What was received before it and
+        never came is counted in ``lost_at_stop``.  On loopback and 'any'
+        the kernel counts the outgoing copy of every loopback packet, which
+        libpcap drops: there the count cannot tell, and the wait is
+        :data:`RETIRE_S` (every block open at the stop retired)."""
         try:
             first = self._report()
-            if first:
-                self._stop_received = first["received_by_filter"]
-                end = time.monotonic() + DRAIN_S
-                st = first
-                while (st and st["captured"] + st["dropped_kernel"] < self._stop_received
-                       and time.monotonic() < end):
-                    time.sleep(0.05)
-                    st = self._report()
+            if not first:
+                return
+            if self._counts_twice():
+                self._wait_exit(RETIRE_S)
+                return
+            self._stop_received = first["received_by_filter"]
+            end = time.monotonic() + DRAIN_S
+            st = first
+            while (st and st["captured"] + st["dropped_kernel"] < self._stop_received
+                   and time.monotonic() < end):
+                time.sleep(0.05)
+                st = self._report()
         finally:
             self._interrupt()
+
+    def _wait_exit(self, seconds):
+        try:
+            self.proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def _counts_twice(self):
+        """tcpdump's "received by filter" counts loopback packets twice
+        (``any``, or a loopback interface: IFF_LOOPBACK in sysfs)."""
+        if self.iface == "any":
+            return True
+        try:
+            with open(f"/sys/class/net/{self.iface}/flags") as f:
+                return bool(int(f.read(), 16) & 0x8)
+        except (OSError, ValueError):
+            return False
 
     def close(self):
         """Reap tcpdump and restore signal handlers.  Returns tcpdump's exit

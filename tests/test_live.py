@@ -224,6 +224,7 @@ def test_live_1gbit_loses_nothing(netns, tmp_path):
     assert lv["dropped_kernel"] == 0 and lv["dropped_interface"] == 0, lv
     assert lv["captured"] == stats["packets_in"] > 100_000
     assert b"0 dropped by kernel" in err        # the table's live line
+    assert b"capturing on" not in err           # no progress line on a pipe
     if _tcpdump_drops(ref_err) != 0:
         pytest.skip(f"the plain tcpdump beside it dropped: {ref_err.decode().strip()}")
     restored = tmp_path / "restored.pcap"
@@ -279,3 +280,88 @@ def test_live_drops_counted(netns, tmp_path):
     assert re.search(r"live: [\d,]+ packets captured by tcpdump, [\d,]+ received by filter, "
                      r"[1-9][\d,]* dropped by kernel", err.decode()), err.decode()
     assert qerr.decode().strip().count("\n") == 0       # -q: the warning line alone
+
+
+def _tcp_payload(pkts, port=5555):
+    """TCP payload bytes to ``port`` in Ethernet/IPv4 packets (aggregates
+    count all their segments')."""
+    n = 0
+    for q in pkts:
+        d = q.data
+        if d[12:14] == b"\x08\x00" and d[23] == 6 and d[36:38] == port.to_bytes(2, "big"):
+            n += int.from_bytes(d[16:18], "big") - 20 - (d[46] >> 4) * 4
+    return n
+
+
+@pytest.mark.parametrize("how", ["sigterm", "duration"])
+def test_live_sigterm_and_duration_flush_everything(netns, tmp_path, how):
+    """SIGTERM, and --duration, end the capture normally: exit 0, every
+    held aggregate written (all the stream's payload bytes are there)."""
+    a, b = netns
+    live = tmp_path / "live.pcapng"
+    py = sys.executable
+    extra = ["--duration", "6"] if how == "duration" else []
+    p = subprocess.Popen(["ip", "netns", "exec", b, py, "-m", "pcapgro.cli", "merge", "-q",
+                          "-i", "vb", "-f", "tcp", *extra, str(live)],
+                         cwd=REPO, stderr=subprocess.PIPE)
+    t0 = time.monotonic()
+    time.sleep(1.5)
+    srv = subprocess.Popen(["ip", "netns", "exec", b, py, "-c", SERVER], stdout=subprocess.PIPE)
+    time.sleep(0.5)
+    subprocess.run(["ip", "netns", "exec", a, py, "-c", CLIENT], check=True, timeout=30)
+    assert int(srv.communicate(timeout=30)[0]) == 20 * 20000
+    if how == "sigterm":
+        time.sleep(0.5)
+        p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err.decode()
+    assert err == b""
+    if how == "duration":
+        assert time.monotonic() - t0 >= 6
+    assert _tcp_payload(packets(live)) == 20 * 20000
+
+
+def test_live_progress_line_on_a_terminal(netns, tmp_path):
+    """On a terminal (a pty of 120 columns) the capture shows one progress
+    line, redrawn: packets, packets/s, packets out and drops so far; it is
+    taken away before the table."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+    a, b = netns
+    m, s = pty.openpty()
+    fcntl.ioctl(s, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+    p = subprocess.Popen(["ip", "netns", "exec", b, sys.executable, "-m", "pcapgro.cli", "merge",
+                          "-i", "vb", "--duration", "4", str(tmp_path / "o.pcapng")],
+                         cwd=REPO, stdin=s, stdout=s, stderr=s)
+    os.close(s)
+    ping = subprocess.Popen(["ip", "netns", "exec", a, sys.executable, "-c",
+                             "import socket, time\n"
+                             "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                             "for i in range(3000):\n"
+                             "    u.sendto(b'x' * 100, ('10.77.0.2', 9)); time.sleep(0.001)\n"])
+    out = b""
+    while True:
+        r, _, _ = select.select([m], [], [], 0.2)
+        if r:
+            try:
+                d = os.read(m, 65536)
+            except OSError:
+                break
+            if not d:
+                break
+            out += d
+        elif p.poll() is not None:
+            break
+    os.close(m)
+    ping.wait(timeout=30)
+    assert p.wait(timeout=30) == 0, out.decode()
+    text = out.decode()
+    shown = re.findall(r"capturing on vb: (\d+) pkt \[[\d:]+, [\d.?]+ pkt/s(?:, ([\d,]+) out)?"
+                       r"(?:, ([\d,]+) dropped)?", text)
+    assert len(shown) >= 3, text
+    assert max(int(n) for n, _, _ in shown) > 0
+    assert any(d == "0" for _, _, d in shown), text        # tcpdump's count asked for
+    assert text.rindex("capturing on") < text.index("packets          bytes")
