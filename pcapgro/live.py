@@ -98,23 +98,30 @@ def parse_stats(lines):
     """
     out = {}
     for line in lines:
-        found = _STAT.findall(line)
-        if found and "captured" in (k for _, k in found):
-            # one report (closing lines come one per line: start afresh
-            # at "captured" so a SIGUSR1 report's ifdrop does not linger)
-            out = {}
-        for n, k in found:
-            out[_STAT_KEYS[k]] = int(n)
-    if out:
-        for k in _STAT_KEYS.values():
-            out.setdefault(k, 0)
+        out = _add_stats(out, line)
+    return out
+
+
+def _add_stats(st, line):
+    """``st`` (a :func:`parse_stats` dict) with tcpdump's stderr ``line``
+    taken in: a new dict when the line has statistics, else ``st``."""
+    found = _STAT.findall(line)
+    if not found:
+        return st
+    # one report (closing lines come one per line: start afresh at
+    # "captured" so a SIGUSR1 report's ifdrop does not linger)
+    out = {} if "captured" in (k for _, k in found) else dict(st)
+    for n, k in found:
+        out[_STAT_KEYS[k]] = int(n)
+    for k in _STAT_KEYS.values():
+        out.setdefault(k, 0)
     return out
 
 
 def _grow_pipe(f):
     """Make the pipe ``f`` as big as an unprivileged process may
     (``/proc/sys/fs/pipe-max-size``, 1 MiB by default; 64 KiB otherwise):
-    room for ~700 full-size packets while the pump waits for the GIL."""
+    room for ~700 full-size packets while the reader is busy."""
     try:
         with open(_PIPE_MAX) as m:
             size = int(m.read())
@@ -170,7 +177,9 @@ class LiveCapture:
         self.pump = None
         self._timer = None
         self._old = {}
-        self._stderr = []
+        self._stderr = []       # tcpdump's messages (not its statistics)
+        self._stats = {}        # its last statistics (parse_stats)
+        self._reports = 0       # statistics lines seen
         self._stderr_thread = None
         self.stopped = False
         self._pump_peak = 0
@@ -245,14 +254,18 @@ class LiveCapture:
         # statistics go to the table, warnings are shown at the end
         for line in self.proc.stderr:
             text = line.decode("utf-8", "replace").rstrip()
+            st = _add_stats(self._stats, text)
+            if st is not self._stats:
+                self._stats = st
+                self._reports += 1
+                continue
             self._stderr.append(text)
             if "listening on" in text:
                 self.ready = True
 
     def _messages(self):
         """tcpdump's lines that are neither "listening on" nor statistics."""
-        return [s for s in self._stderr
-                if s.strip() and "listening on" not in s and not _STAT.search(s)]
+        return [s for s in self._stderr if s.strip() and "listening on" not in s]
 
     def _error_line(self):
         self.proc.wait()
@@ -278,7 +291,7 @@ class LiveCapture:
         ``buffer_kib`` (the ``-B`` used) and ``backlog_peak`` (most bytes
         read from tcpdump and not yet merged).  Before any report the
         counts are None."""
-        st = parse_stats(list(self._stderr))
+        st = self._stats
         out = {k: st.get(k) for k in _STAT_KEYS.values()}
         out["lost_at_stop"] = 0
         if self._stop_received is not None and out["captured"] is not None:
@@ -342,7 +355,7 @@ class LiveCapture:
         """SIGUSR1 to tcpdump and its statistics line (dict of
         :func:`parse_stats`), or None (no answer in ``timeout`` s)."""
         p = self.proc
-        n = len(self._stderr)
+        n = self._reports
         if p is None or p.poll() is not None:
             return None
         try:
@@ -351,9 +364,8 @@ class LiveCapture:
             return None
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            new = self._stderr[n:]
-            if any(_STAT.search(x) for x in new):
-                return parse_stats(new)
+            if self._reports > n:
+                return self._stats
             time.sleep(0.01)
         return None
 
