@@ -96,7 +96,7 @@ def test_drops_reported_table_json_exit(fake_tcpdump, tmp_path):
     err = r.stderr.decode()
     assert r.returncode == 4, err
     assert "live: 3 packets captured by tcpdump, 5 received by filter, 2 dropped by kernel" in err
-    assert err.count("warning: 2 packets lost in capture") == 1
+    assert err.count("pcapgro: warning: 2 packets lost (2 dropped by kernel, -B 65536 KiB)") == 1
     live = json.loads(st.read_text())["live"]
     assert (live["captured"], live["dropped_kernel"], live["dropped_interface"]) == (3, 2, 0)
     assert live["buffer_kib"] == DEFAULT_BUFFER_KIB
@@ -107,7 +107,7 @@ def test_drops_warned_with_quiet(fake_tcpdump, tmp_path):
     lines = r.stderr.decode().splitlines()
     assert r.returncode == 4
     assert len(lines) == 1 and lines[0].startswith("pcapgro: warning: 2 packets lost"), lines
-    assert "-B 1 KiB" in lines[0]
+    assert lines[0] == "pcapgro: warning: 2 packets lost (2 dropped by kernel, -B 1 KiB)"
 
 
 def test_clean_capture_exits_0(fake_tcpdump, tmp_path):

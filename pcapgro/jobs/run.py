@@ -22,7 +22,9 @@ class Report(dict):
     """The statistics dict of a job (what ``--stats`` writes:
     ``packets_in``, ``bytes_in``, ``packets_out``, ``bytes_out`` and the
     engine's object: ``gro``, ``gso``, ``restore``, ``forward``,
-    ``verify``), plus what the CLI prints, as attributes.
+    ``verify``; ``live`` with live input: tcpdump's counts, see
+    :meth:`pcapgro.live.LiveCapture.statistics`), plus what the CLI
+    prints, as attributes.
 
     Attributes:
         lines:   list of str: the engine's summary, printed after the
@@ -81,8 +83,7 @@ def lost_line(stats):
         why.append(f"{num(live['dropped_interface'])} by interface")
     if live.get("lost_at_stop"):
         why.append(f"{num(live['lost_at_stop'])} at the stop")
-    return (f"warning: {num(n)} packets lost in capture ({', '.join(why)}; "
-            f"-B {live['buffer_kib']} KiB)")
+    return f"warning: {num(n)} packets lost ({', '.join(why)}, -B {live['buffer_kib']} KiB)"
 
 
 class Job:
