@@ -66,9 +66,11 @@ and reported: never silent)."""
 
 _PUMP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "livepump.py")
 
-DRAIN_S = 3.0
+DRAIN_S = 5.0
 """Seconds a stop waits at most for tcpdump to hand over the packets it
-had received when the stop was asked for (:meth:`LiveCapture._drain`)."""
+had received when the stop was asked for (:meth:`LiveCapture._drain`):
+the kernel's block timer takes up to 2 s, more on a loaded machine; the
+wait ends as soon as they are there (at once when tcpdump is up to date)."""
 
 RETIRE_S = 2.2
 """Seconds within which the kernel retires a TPACKET_V3 block that was open

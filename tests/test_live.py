@@ -213,7 +213,7 @@ def test_live_1gbit_loses_nothing(netns, tmp_path):
     ours = subprocess.Popen(["ip", "netns", "exec", b, sys.executable, "-m", "pcapgro.cli",
                              "merge", "-i", "vb", "-f", "tcp", "--stats", str(st), str(live)],
                             cwd=REPO, stderr=subprocess.PIPE)
-    ref = subprocess.Popen(["ip", "netns", "exec", b, "tcpdump", "-i", "vb", "-B", "65536",
+    ref = subprocess.Popen(["ip", "netns", "exec", b, "tcpdump", "-i", "vb", "-B", "131072",
                             "-s", "262144", "-w", str(plain), "tcp"], stderr=subprocess.PIPE)
     time.sleep(2.0)
     _iperf(netns, "-b", "1G", seconds=3)
