@@ -245,10 +245,10 @@ class LiveCapture:
                                          stderr=subprocess.PIPE, start_new_session=True,
                                          bufsize=0)
         except OSError as e:
-            self.stop()
+            self.proc.stdout.close()
+            self.close()
             raise UnusableInput(f"cannot run {sys.executable}: {e.strerror or e}") from None
-        finally:
-            self.proc.stdout.close()    # the pump's now: EOF reaches it when tcpdump ends
+        self.proc.stdout.close()    # the pump's now: EOF reaches it when tcpdump ends
         _grow_pipe(self.pump.stdout)
 
     def _drain_stderr(self):
@@ -290,9 +290,10 @@ class LiveCapture:
         """What tcpdump counted (:func:`parse_stats`): ``captured``,
         ``received_by_filter``, ``dropped_kernel``, ``dropped_interface``
         (int), the last report so far (all when tcpdump has ended), plus
-        ``buffer_kib`` (the ``-B`` used) and ``backlog_peak`` (most bytes
-        read from tcpdump and not yet merged).  Before any report the
-        counts are None."""
+        ``lost_at_stop`` (received before a stop was asked for and never
+        handed over, see :meth:`_drain`), ``buffer_kib`` (the ``-B`` used)
+        and ``backlog_peak`` (most bytes read from tcpdump and not yet
+        merged).  Before any report tcpdump's counts are None."""
         st = self._stats
         out = {k: st.get(k) for k in _STAT_KEYS.values()}
         out["lost_at_stop"] = 0
@@ -312,7 +313,10 @@ class LiveCapture:
 
     def warnings(self):
         """tcpdump's other messages of a capture that ended well (e.g.
-        "WARNING: ..."), without its name: list of str."""
+        "WARNING: ..."), without its name: list of str (empty when
+        ``quiet``)."""
+        if self.quiet:
+            return []
         return [m[len("tcpdump: "):] if m.startswith("tcpdump: ") else m
                 for m in self._messages()]
 
@@ -440,7 +444,8 @@ class LiveCapture:
                 p.kill()
                 p.wait()
         self._close_pump()
-        self._stderr_thread.join(timeout=2)
+        if self._stderr_thread is not None:
+            self._stderr_thread.join(timeout=2)
         return p.returncode
 
     def _close_pump(self):

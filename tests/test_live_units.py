@@ -61,6 +61,8 @@ mode = os.environ.get("FAKE_TCPDUMP", "drops")
 if mode == "nodev":
     sys.stderr.write("tcpdump: nosuchif0: No such device exists\n(SIOCGIFHWADDR: No such device)\n")
     sys.exit(1)
+if mode == "warn":
+    sys.stderr.write("tcpdump: WARNING: fake0: no IPv4 address assigned\n")
 sys.stderr.write("tcpdump: listening on fake0, link-type EN10MB (Ethernet), snapshot length 262144 bytes\n")
 sys.stderr.flush()
 out = sys.stdout.buffer
@@ -69,7 +71,7 @@ frame = bytes(12) + b"\x88\xb5" + bytes(50)
 for i in range(3):
     out.write(struct.pack("<IIII", 1000 + i, 0, len(frame), len(frame)) + frame)
 out.flush()
-drops = 0 if mode == "clean" else 2
+drops = 2 if mode == "drops" else 0
 sys.stderr.write(f"3 packets captured\n{{3 + drops}} packets received by filter\n"
                  f"{{drops}} packets dropped by kernel\n")
 '''
@@ -140,3 +142,13 @@ def test_buffer_size_at_least_1(tmp_path):
     r = subprocess.run([sys.executable, "-m", "pcapgro.cli", "merge", "-i", "lo", "-B", "0",
                         str(tmp_path / "o.pcap")], cwd=REPO, capture_output=True, timeout=60)
     assert r.returncode == 2 and b"-B" in r.stderr
+
+
+def test_tcpdump_warning_after_the_table(fake_tcpdump, tmp_path):
+    r = _run(fake_tcpdump, "merge", "-i", "fake0", tmp_path / "o.pcap", mode="warn")
+    err = r.stderr.decode()
+    assert r.returncode == 0, err
+    assert err.count("WARNING") == 1
+    assert err.index("live: ") < err.index("tcpdump: WARNING: fake0: no IPv4 address assigned")
+    r = _run(fake_tcpdump, "merge", "-q", "-i", "fake0", tmp_path / "o.pcap", mode="warn")
+    assert r.returncode == 0 and r.stderr == b""
