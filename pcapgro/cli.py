@@ -7,7 +7,8 @@ for stdin/stdout; common options ``-q/--quiet``, ``-F pcap|pcapng``,
 ``--stats FILE`` (JSON, ``-`` = stdout), ``--version``, ``--help``.
 Exit status: 0 done, 1 differences found (``verify``, ``--verify``), 2
 usage error / unusable input, 3 input damaged part-way (output written up to
-the damage), 130 interrupted (partial output removed), 141 OUT closed by its
+the damage), 4 packets lost by a live capture (``-i``: the kernel or the
+interface dropped some; one warning line even with ``-q``), 130 interrupted (partial output removed), 141 OUT closed by its
 reader (statistics of what was written, no message), 143 terminated by
 SIGTERM (partial output removed; a live capture ends normally instead).  Never a traceback: :func:`main` turns every error into one line.
 """
@@ -30,6 +31,7 @@ from . import jobs
 from .capture import FORMATS
 from .errors import (PcapgroError, DamagedInput, OptionError, OutputClosed, UnusableInput,
                      EXIT_USAGE, EXIT_DAMAGED, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED)
+from .jobs.run import lost_line
 from .jobs import files
 from .jobs.options import MERGE_OPTIONS, SPLIT_OPTIONS
 
@@ -106,6 +108,10 @@ def live_options(f):
                      help="Stop after SECONDS, with -i."),
         click.option("-s", "snaplen", type=click.IntRange(0, 262144), default=0, metavar="SNAPLEN",
                      help="Bytes captured per packet, with -i (0 = 262144)."),
+        click.option("-B", "--buffer-size", "buffer_size", type=click.IntRange(1),
+                     metavar="KiB",
+                     help="Kernel capture buffer in KiB, as tcpdump's -B, with -i "
+                          "(default 65536: a 1 Gbit/s stream is merged without drops)."),
     ]):
         f = dec(f)
     return f
@@ -150,8 +156,8 @@ def cli():
     merge and split read IN and write OUT (pcap or pcapng; '-' for standard
     input / output); verify reads two files.  Exit status: 0 done, 1
     differences found (verify), 2 usage error or unusable input, 3 input
-    damaged part-way (output written up to the damage), 130 interrupted
-    (143 SIGTERM, 129 SIGHUP).
+    damaged part-way (output written up to the damage), 4 packets lost by
+    a live capture (-i), 130 interrupted (143 SIGTERM, 129 SIGHUP).
     """
 
 
@@ -180,6 +186,68 @@ def _progress_bar(quiet, in_path):
     def progress(n, bar=bar):
         bar.update(n - bar.n)
     return progress, bar
+
+
+class _LiveBar:
+    """The progress line of a live capture on a terminal (tqdm on stderr):
+    packets captured, packets/s, packets out (aggregates and the rest) and
+    tcpdump's drops so far (asked for every second), redrawn by a thread
+    every :data:`TICK` seconds.  Nothing on a pipe or with -q."""
+
+    TICK = 0.5
+
+    @classmethod
+    def start(cls, quiet, job):
+        """A running bar for ``job`` (a :class:`~pcapgro.jobs.Job` with
+        live input), or None when quiet or stderr is not a terminal."""
+        if quiet:
+            return None
+        try:
+            if not sys.stderr.isatty():
+                return None
+        except (AttributeError, ValueError):
+            return None
+        return cls(job)
+
+    def __init__(self, job):
+        import threading
+        from tqdm import tqdm
+        self.job = job
+        self.bar = tqdm(total=None, unit=" pkt", file=sys.stderr, leave=False,
+                        dynamic_ncols=True, desc=f"capturing on {job.live.iface}")
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="pcapgro-live-bar")
+        self.thread.start()
+
+    def _run(self):
+        ticks = 0
+        while not self.done.wait(self.TICK):
+            ticks += 1
+            try:
+                self._draw(ticks)
+            except Exception:       # a progress line never ends a capture
+                pass
+
+    def _draw(self, ticks):
+        live = self.job.live
+        if ticks % 2 == 0:
+            live.request_stats()
+        c = self.job.counts()
+        if c is None:
+            return
+        st = live.statistics()
+        drops = "" if st["dropped_kernel"] is None else f", {live.lost():,} dropped"
+        self.bar.set_postfix_str(f"{c['packets_out']:,} out{drops}", refresh=False)
+        if c["packets_in"] > self.bar.n:
+            self.bar.update(c["packets_in"] - self.bar.n)     # draws the line
+        else:
+            self.bar.refresh()
+
+    def close(self):
+        """Stop the thread and take the line away."""
+        self.done.set()
+        self.thread.join(timeout=2)
+        self.bar.close()
 
 
 def _stats_table(stats):
@@ -211,6 +279,9 @@ def _report(report, quiet, stats_path, verify_lines=None):
             files.write_stats(stats_path, report)
     if not quiet:
         _write_err(report.lines)
+    warning = lost_line(report)
+    if warning is not None:
+        _err(warning)       # even with -q: a script must not miss it
     if report.verdict is not None:
         v = report.verdict
         _write_err(v.summary_lines() if not quiet else v.problem_lines())
@@ -267,14 +338,18 @@ def _usage(make):
 def _run_job(job, in_path, out_path, quiet, stats_path, do_verify):
     """Run a checked :class:`~pcapgro.jobs.Job` with the common options and
     return the exit status: 0, 1 (``--verify`` found differences), 3 (IN
-    damaged part-way), 141 (OUT closed by its reader)."""
+    damaged part-way), 4 (a live capture lost packets), 141 (OUT closed
+    by its reader)."""
     if stats_path == "-" and out_path == "-":
         raise click.UsageError("--stats - needs OUT to be a file (standard output is the capture)")
     _refuse_stats_clobber(None if job.live is not None else in_path, out_path, stats_path)
     _check_stats_path(stats_path)
     if stats_path == "-" and sys.stdout is None:
         raise UnusableInput("cannot write --stats - : standard output is closed")
-    progress, bar = (None, None) if job.live is not None else _progress_bar(quiet, in_path)
+    if job.live is not None:
+        progress, bar = None, _LiveBar.start(quiet, job)
+    else:
+        progress, bar = _progress_bar(quiet, in_path)
     try:
         report = job.run(progress)
     except KeyboardInterrupt as e:
@@ -319,14 +394,15 @@ def _live(opts, quiet):
     """The LiveCapture for -i, or None; live-only options without -i are a
     usage error."""
     iface = opts.pop("iface")
-    bpf, count, duration, snaplen = (opts.pop(k) for k in ("bpf", "count", "duration", "snaplen"))
+    bpf, count, duration, snaplen, buffer_size = (
+        opts.pop(k) for k in ("bpf", "count", "duration", "snaplen", "buffer_size"))
     if iface is None:
-        if bpf or count or duration or snaplen:
-            raise click.UsageError("-f, -c, --duration and -s go with -i IFACE")
+        if bpf or count or duration or snaplen or buffer_size is not None:
+            raise click.UsageError("-f, -c, --duration, -s and -B go with -i IFACE")
         return None
     from .live import LiveCapture
     return LiveCapture(iface, bpf=bpf, count=count, duration=duration, snaplen=snaplen,
-                       quiet=quiet)
+                       quiet=quiet, buffer_size=buffer_size)
 
 
 def table_options(table):

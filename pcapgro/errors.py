@@ -2,20 +2,23 @@
 
 Exit status (every command): 0 done; 1 differences found (verify);
 2 usage error or unusable input; 3 input damaged part-way (everything
-before the damage was written); 130 interrupted while reading a file;
+before the damage was written); 4 packets lost by a live capture (the
+kernel or the interface dropped some: the output is complete for what
+tcpdump captured; 3 wins when both happen); 130 interrupted while reading a file;
 141 OUT closed by its reader (128 + SIGPIPE, as editcap ends); 143
 terminated by SIGTERM while reading a file (128 + 15, as a shell reports
 it; partial output removed as for 130).
 """
 
 __all__ = ["PcapgroError", "UnusableInput", "OptionError", "DamagedInput", "OutputClosed",
-           "EXIT_OK", "EXIT_DIFFER", "EXIT_USAGE", "EXIT_DAMAGED", "EXIT_INTERRUPTED",
+           "EXIT_OK", "EXIT_DIFFER", "EXIT_USAGE", "EXIT_DAMAGED", "EXIT_LOST", "EXIT_INTERRUPTED",
            "EXIT_PIPE", "EXIT_TERMINATED"]
 
 EXIT_OK = 0
 EXIT_DIFFER = 1
 EXIT_USAGE = 2
 EXIT_DAMAGED = 3
+EXIT_LOST = 4
 EXIT_INTERRUPTED = 130
 EXIT_PIPE = 141
 EXIT_TERMINATED = 143

@@ -49,7 +49,9 @@ def merge(src, dst, *, out_format=None, verify=False, progress=None, note=None, 
                     ``gso``, ``egress_mtu``, ...
     Returns: a :class:`Report` (dict): ``packets_in``, ``bytes_in``,
         ``packets_out``, ``bytes_out`` (captured bytes), ``gro`` (and
-        ``forward`` with ``gso``, ``verify`` with ``verify``).
+        ``forward`` with ``gso``, ``verify`` with ``verify``, ``live`` with
+        live input: ``captured``, ``dropped_kernel``, ...); ``.status`` 4
+        when a live capture lost packets.
     Raises: OptionError (options that do not go together, OUT naming IN),
         UnusableInput, DamagedInput (``e.report``), OutputClosed
         (``e.report``), TypeError (an unknown option).
