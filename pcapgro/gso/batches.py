@@ -129,38 +129,28 @@ class _RawState:
                 r.packet(q)
 
     def chunk(self, lb):
-        """Split every record of RecordChunk ``lb``."""
+        """Split every record of RecordChunk ``lb``: runs of records the
+        compiled loop handles (:meth:`GSOSplitter._chunk_run`) go straight
+        into the record buffer, each other record through
+        :meth:`GSOSplitter.split` as a Packet."""
         lb.columns()
         offs, caps, origs, tss, mv = lb.off, lb.cap, lb.orig, lb.ts, lb.mv
         lt = lb.linktype
         if self.held is not None:
             self._emit(tss[0] if tss else None)
         self._open(lb.byteorder, lb.mul)
-        emit = self._emit
-        run = self.sp._passed_run(lb)
-        flat = run is not None          # untagged Ethernet, no FCS, the flat path on
-        sup = self.sp._super_tcp4_raw
+        run = self.sp._chunk_run(lb)    # None: not untagged Ethernet, an FCS, ...
         n = len(lb)
         i = 0
         while i < n:
-            j, maxcap = run(i) if run is not None else (i, 0)
-            if j > i:
-                # records passed unchanged, stateless: copied as they are
-                if self.held is not None:
-                    emit(tss[i])
-                self.rec.run(mv, offs[i] - 16, offs[j - 1] + caps[j - 1], j - i, maxcap,
-                             tss[j - 1])
-                self.sp._count_passed(j - i)
-                i = j
-                continue
-            s = offs[i]
-            t = tss[i]
             if self.held is not None:
-                emit(t)
-            if flat and i + 1 < n and sup(mv, s, caps[i], origs[i], t, tss[i + 1]):
-                i += 1
-                continue
-            self.held = Packet(t, mv[s:s + caps[i]].tobytes(), origs[i], 0, lt, None)
+                self._emit(tss[i])
+            if run is not None:
+                i = run(i, self.rec)
+                if i >= n:
+                    break
+            s = offs[i]
+            self.held = Packet(tss[i], mv[s:s + caps[i]].tobytes(), origs[i], 0, lt, None)
             self.held_rec = (mv, s)
             i += 1
         # the reader may reuse the chunk's buffer: the held record is
