@@ -128,6 +128,11 @@ def run(reader, writer, transform=None, progress=None):
         wb = writer.write_batch
         batch = []
         app = batch.append
+        eng = getattr(transform, "__self__", None)
+        if getattr(writer, "takes_host_records", False) and hasattr(eng, "records_out"):
+            # packets given back may go out as records the compiled restore
+            # lays out (pcapgro.restore.Restorer, HostRecords events)
+            eng.records_out = True
         try:
             for ev in transform(iter(reader)):
                 app(ev)

@@ -68,6 +68,7 @@ flags, timestamps).
 
 import os
 import re
+import sys
 import zlib
 from urllib.parse import quote, unquote_to_bytes
 
@@ -76,8 +77,8 @@ import numpy as np
 from .capture.pcapng import ns_to_ts
 from .checksum import ipv4_header_ok
 from .linklayer import ETH_P_IP, network_layer
-from .record import (BLOCK_EPB, BLOCK_PB, BLOCK_SPB, EPB_FLAG_TSO, Interface, Packet,
-                     PacketMeta, Section)
+from .record import (BLOCK_EPB, BLOCK_PB, BLOCK_SPB, EPB_FLAG_TSO, HostRecords, Interface,
+                     Packet, PacketMeta, Section)
 
 __all__ = ["TAG", "encode", "decode", "restore", "Restorer", "RecordMismatch"]
 
@@ -358,6 +359,19 @@ def _pick_rows():
 
 
 _rows = _pick_rows()
+
+
+def _pick_restore():
+    """The compiled restore (``pcapgro/_restore.c``: the common kind of
+    record laid out as pcap records, see :class:`Restorer`), or None when
+    the extension is missing or ``PCAPGRO_NO_C`` is set."""
+    if os.environ.get("PCAPGRO_NO_C"):
+        return None
+    try:
+        from . import _restore
+    except ImportError:      # pragma: no cover - depends on the build
+        return None
+    return _restore.restore
 
 
 def _diff1(orig, ref):
@@ -890,6 +904,13 @@ class Restorer:
                ``unfit`` (packets whose record does not fit them or names
                input positions already taken: an edited capture; passed as
                they are, also counted in ``passed``).
+        records_out: set (by the pipeline) when the writer takes
+               :class:`~pcapgro.record.HostRecords`: then the packets of the
+               common kind of record (untagged Ethernet / IP / TCP, no
+               metadata left after the record; see pcapgro/_restore.c) are
+               given back as pcap records laid out by the compiled restore,
+               the same bytes as the Packets :func:`restore` gives back;
+               every other packet takes the Python path.
     """
 
     def __init__(self):
@@ -902,6 +923,9 @@ class Restorer:
         self._before = {}        # input index -> blocks that go just before it
         self._waiting = []       # blocks read since the last packet
         self._ifs = []           # this section's interfaces: ns_to_ts()
+        self._spans = []         # per interface: the ns times it holds, [lo, hi)
+        self.records_out = False
+        self._c = None           # the compiled restore, once records_out is seen
 
     def process(self, events):
         """Generator over events (see :mod:`pcapgro.record`), giving back
@@ -920,6 +944,7 @@ class Restorer:
         what GRO held at once.  Never raises on a record's content; nothing
         is dropped.
         """
+        self._c = _pick_restore() if self.records_out else None
         for ev in events:
             t = type(ev)
             if t is Packet:
@@ -930,12 +955,14 @@ class Restorer:
             if t is Section:
                 yield from self._drain()
                 self._ifs = []
+                self._spans = []
                 # merge counts input indexes over the whole file, not per
                 # section: _nxt goes on
             elif t is Interface:
                 yield from self._drain_waiting()
                 ev = restore_interface(ev)
                 self._ifs.append(ns_to_ts(ev.tsresol, ev.tsoffset))
+                self._spans.append(_span(self._ifs[-1]))
             else:
                 self._waiting.append(ev)
                 continue
@@ -947,6 +974,11 @@ class Restorer:
         st = self.stats
         pending = self._pending
         st["packets"] += 1
+        if self._c is not None:
+            fast = self._fast(ev)
+            if fast is not None:
+                yield from self._place_runs(*fast)
+                return
         segs, idxs = self._segments(ev)
         if segs and not _free(idxs, pending, self._nxt):
             segs, idxs = [], None      # names positions already taken
@@ -978,6 +1010,90 @@ class Restorer:
                 yield ev
                 self._nxt += 1
         yield from self._release()
+
+    def _fast(self, ev):
+        """The compiled restore of ``ev``: its packets as runs of
+        consecutive input indexes, tuples ``(first index, count, buffer,
+        start, end, maxcap)`` (pcap records in the host's byte order with
+        nanosecond fractions, bytes ``start..end`` of the buffer), and how
+        many packets; or None when it takes the Python path
+        (:meth:`_segments`: no record of the common kind, metadata left
+        once the record goes, a record that does not fit, times its
+        interface cannot hold, indexes already taken)."""
+        meta = ev.meta
+        if meta is None or meta.options:
+            return None
+        c = meta.comments
+        rec = c[-1] if c else ""
+        if not rec.startswith(TAG):
+            return None
+        full = " h=" in rec
+        if len(c) > 2 or (len(c) == 2 and not c[0].startswith(AGG_TAG if full else MOVED_TAG)):
+            return None             # comments of the packet's own stay: Python path
+        if meta.flags is not None and (not full or meta.flags & ~EPB_FLAG_TSO):
+            return None
+        r = self._c(ev.data, ev.orig_len, ev.linktype, rec)
+        if r is None:
+            return None
+        runs, n, tmin, tmax = r
+        i = ev.iface
+        lo, hi = self._spans[i] if 0 <= i < len(self._spans) else (0, 1 << 64)
+        if lo is None:
+            if not (_ts_fits(self._ifs, _At(tmin, i)) and _ts_fits(self._ifs, _At(tmax, i))):
+                return None
+        elif tmin < lo or tmax >= hi:
+            return None
+        nxt = self._nxt
+        keys = self._pending.keys()
+        for run in runs:
+            k = run[0]
+            if k < nxt or not keys.isdisjoint(range(k, k + run[1])):
+                return None         # positions taken: the Python path says so
+        return runs, n
+
+    def _place_runs(self, runs, n):
+        """Place the runs :meth:`_fast` gave back (``n`` packets;
+        statistics as for the packets :func:`restore` gives back) and give
+        out what follows: a run at the next input index at once."""
+        st = self.stats
+        if n > 1:
+            st["restored"] += 1
+            st["segments"] += n
+        else:
+            st["passed"] += 1
+        pending = self._pending
+        for r in runs:
+            k, count = r[0], r[1]
+            if k == self._nxt and not self._before:
+                self._nxt = k + count
+                yield HostRecords(memoryview(r[2])[r[3]:r[4]], count, r[5])
+                continue
+            pending[k] = r
+            if count > 1:
+                pending.update(dict.fromkeys(range(k + 1, k + count), _CONT))
+        if self._nxt in pending:
+            yield from self._release()
+
+    def _give_run(self, run):
+        """Give out a run (see :meth:`_fast`) placed at ``_nxt`` (the blocks
+        before its first index already given out): its records at once,
+        or one by one when blocks go before indexes inside it."""
+        pending = self._pending
+        k0, count, buf, a, b, mx = run
+        last = k0 + count
+        for k in range(k0 + 1, last):
+            del pending[k]
+        self._nxt = last
+        before = self._before
+        if before and any(k0 < j < last for j in before):
+            mv = memoryview(buf)
+            for k in range(k0, last):
+                cap = int.from_bytes(mv[a + 8:a + 12], sys.byteorder)
+                yield from self._blocks_upto(k)
+                yield HostRecords(mv[a:a + 16 + cap], 1, cap)
+                a += 16 + cap
+        else:
+            yield HostRecords(memoryview(buf)[a:b], count, mx)
 
     def _segments(self, ev):
         """``(segs, idxs)``: :func:`restore` of ``ev`` and the input indexes
@@ -1030,6 +1146,9 @@ class Restorer:
         while self._nxt in pending:
             yield from self._blocks_upto(self._nxt)
             p = pending.pop(self._nxt)
+            if type(p) is tuple:
+                yield from self._give_run(p)
+                continue
             self._nxt += 1
             if p is not None:
                 yield p
@@ -1042,8 +1161,13 @@ class Restorer:
         """Give out everything held, in input order (section or file end)."""
         pending = self._pending
         for k in sorted(pending):
+            if k not in pending:
+                continue            # inside a run given out (_give_run)
             yield from self._blocks_upto(k)
             p = pending.pop(k)
+            if type(p) is tuple:
+                yield from self._give_run(p)
+                continue
             if p is not None:
                 yield p
             self._nxt = k + 1
@@ -1062,6 +1186,17 @@ def _ts_fits(ifs, p):
     div, off, conv = ifs[p.iface]
     t = (p.ts - off) // div if conv is None else conv(p.ts)
     return 0 <= t < 1 << 64
+
+
+def _span(conv):
+    """``(lo, hi)``: the ns times an interface (``conv``: its
+    :func:`~pcapgro.capture.pcapng.ns_to_ts`) holds, as :func:`_ts_fits`
+    says, ``lo <= ns < hi``; ``(None, None)`` for a resolution that is not
+    a power of ten of a second (ask :func:`_ts_fits`)."""
+    div, off, f = conv
+    if f is not None:
+        return None, None
+    return off, off + (div << 64)
 
 
 def _block_claims(meta):
@@ -1095,3 +1230,16 @@ def _unrecorded(meta):
         return False
     note, rec = level(meta.comments)
     return rec is None and note is not None
+
+
+_CONT = object()    # pending: an input index inside a run placed before it (_fast)
+
+
+class _At:
+    """What :func:`_ts_fits` reads of a packet: its time and interface."""
+
+    __slots__ = ("ts", "iface")
+
+    def __init__(self, ts, iface):
+        self.ts = ts
+        self.iface = iface
