@@ -950,7 +950,11 @@ class Restorer:
             if t is Packet:
                 if self._waiting:
                     yield from self._place_blocks(ev)
-                yield from self._packet(ev)
+                fast = self._fast(ev) if self._c is not None else None
+                if fast is not None:
+                    yield from self._place_runs(*fast)
+                else:
+                    yield from self._packet(ev)
                 continue
             if t is Section:
                 yield from self._drain()
@@ -974,11 +978,6 @@ class Restorer:
         st = self.stats
         pending = self._pending
         st["packets"] += 1
-        if self._c is not None:
-            fast = self._fast(ev)
-            if fast is not None:
-                yield from self._place_runs(*fast)
-                return
         segs, idxs = self._segments(ev)
         if segs and not _free(idxs, pending, self._nxt):
             segs, idxs = [], None      # names positions already taken
@@ -1052,32 +1051,37 @@ class Restorer:
         return runs, n
 
     def _place_runs(self, runs, n):
-        """Place the runs :meth:`_fast` gave back (``n`` packets;
-        statistics as for the packets :func:`restore` gives back) and give
-        out what follows: a run at the next input index at once."""
+        """Place the runs :meth:`_fast` gave back for one packet (``n``
+        packets; statistics as for the packets :func:`restore` gives back):
+        the list of what can be given out now, a run at the next input
+        index at once."""
         st = self.stats
+        st["packets"] += 1
         if n > 1:
             st["restored"] += 1
             st["segments"] += n
         else:
             st["passed"] += 1
         pending = self._pending
+        out = []
         for r in runs:
             k, count = r[0], r[1]
             if k == self._nxt and not self._before:
                 self._nxt = k + count
-                yield HostRecords(memoryview(r[2])[r[3]:r[4]], count, r[5])
+                out.append(HostRecords(memoryview(r[2])[r[3]:r[4]], count, r[5]))
                 continue
             pending[k] = r
             if count > 1:
                 pending.update(dict.fromkeys(range(k + 1, k + count), _CONT))
         if self._nxt in pending:
-            yield from self._release()
+            out += self._release()
+        return out
 
     def _give_run(self, run):
-        """Give out a run (see :meth:`_fast`) placed at ``_nxt`` (the blocks
-        before its first index already given out): its records at once,
-        or one by one when blocks go before indexes inside it."""
+        """What to give out for a run (see :meth:`_fast`) placed at
+        ``_nxt`` (the blocks before its first index already given out), as
+        a list: its records at once, or one by one when blocks go before
+        indexes inside it."""
         pending = self._pending
         k0, count, buf, a, b, mx = run
         last = k0 + count
@@ -1085,15 +1089,16 @@ class Restorer:
             del pending[k]
         self._nxt = last
         before = self._before
-        if before and any(k0 < j < last for j in before):
-            mv = memoryview(buf)
-            for k in range(k0, last):
-                cap = int.from_bytes(mv[a + 8:a + 12], sys.byteorder)
-                yield from self._blocks_upto(k)
-                yield HostRecords(mv[a:a + 16 + cap], 1, cap)
-                a += 16 + cap
-        else:
-            yield HostRecords(memoryview(buf)[a:b], count, mx)
+        if not (before and any(k0 < j < last for j in before)):
+            return [HostRecords(memoryview(buf)[a:b], count, mx)]
+        out = []
+        mv = memoryview(buf)
+        for k in range(k0, last):
+            cap = int.from_bytes(mv[a + 8:a + 12], sys.byteorder)
+            out += self._blocks_upto(k)
+            out.append(HostRecords(mv[a:a + 16 + cap], 1, cap))
+            a += 16 + cap
+        return out
 
     def _segments(self, ev):
         """``(segs, idxs)``: :func:`restore` of ``ev`` and the input indexes
@@ -1133,25 +1138,33 @@ class Restorer:
                 self._before.setdefault(k, []).append(b)
 
     def _blocks_upto(self, k):
-        """Give out the blocks placed before input indexes up to ``k``."""
+        """The blocks placed before input indexes up to ``k`` (a list; they
+        are taken)."""
         before = self._before
-        if before:
-            for j in sorted(x for x in before if x <= k):
-                yield from before.pop(j)
+        if not before:
+            return []
+        out = []
+        for j in sorted(x for x in before if x <= k):
+            out += before.pop(j)
+        return out
 
     def _release(self):
-        """Give out what is pending from ``_nxt`` on, as long as it is
-        contiguous (each index after the blocks placed before it)."""
+        """What is pending from ``_nxt`` on, as long as it is contiguous
+        (each index after the blocks placed before it): the list to give
+        out, taken from pending."""
         pending = self._pending
+        out = []
         while self._nxt in pending:
-            yield from self._blocks_upto(self._nxt)
+            if self._before:
+                out += self._blocks_upto(self._nxt)
             p = pending.pop(self._nxt)
             if type(p) is tuple:
-                yield from self._give_run(p)
+                out += self._give_run(p)
                 continue
             self._nxt += 1
             if p is not None:
-                yield p
+                out.append(p)
+        return out
 
     def _drain_waiting(self):
         waiting, self._waiting = self._waiting, []
