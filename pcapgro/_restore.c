@@ -401,10 +401,13 @@ restore(PyObject *self, PyObject *args)
     long long t0 = time_field(field(tp, te, 't'), te);
     if (t0 < 0)
         goto none;
-    Py_ssize_t nrows = 1;
+    /* packets: the first, and one per s= row (rows = semicolons + 1) */
+    Py_ssize_t npk = 2;
     for (const char *q = te; q < e; q++)
-        nrows += *q == ';';
-    Py_ssize_t size = te == e ? 16 + b.len : nrows * (16 + MAX_HDR) + b.len;
+        npk += *q == ';';
+    /* room: each packet's record header and header block (at most
+     * MAX_HDR), and the payloads, which add up to at most the frame */
+    Py_ssize_t size = te == e ? 16 + b.len : npk * (16 + MAX_HDR) + b.len;
     buf = PyByteArray_FromStringAndSize(NULL, size);
     st.runs = PyList_New(0);
     if (buf == NULL || st.runs == NULL)

@@ -213,3 +213,33 @@ def test_writer_formats_and_blocks_same_as_python(tmp_path, monkeypatch, nano, b
         outs.append((out.read_bytes(), dict(r.stats)))
     assert outs[0] == outs[1]
     assert outs[0][1]["restored"] > 0
+
+
+@needs_c
+@pytest.mark.parametrize("hlen", [66, 511, 512, 513])
+def test_whole_header_rows_of_any_length(tmp_path, hlen):
+    """Rows that give back whole headers (``*hex``) up to and beyond the
+    compiled reader's 512-byte limit, with a valid record checksum: it
+    declines or agrees with Python (and stays inside its buffer)."""
+    pk = [e for e in _events(_merged(tmp_path, INPUTS[0]))
+          if type(e) is Packet and e.meta is not None and " h=" in e.meta.comments[-1]]
+    p = pk[0]
+    rec = p.meta.comments[-1]
+    head, s_rows = rec[:rec.index(" k=")].split(" s=")
+    rows = []
+    for row in s_rows.split(";"):
+        di, dt, n, _ = row.split(",")
+        rows.append(f"{di},{dt},{n},*{bytes(range(256))[:1].hex() * hlen}")
+    text = f"{head} s={';'.join(rows)}"
+    hl = restore.payload_offset(p.linktype, p.data)
+    rec2 = f"{text} k={restore.record_crc(text, p.data[:hl]):08x}"
+    q = Packet(p.ts, p.data, p.orig_len, p.iface, p.linktype,
+               type(p.meta)(p.meta.block, p.meta.comments[:-1] + [rec2], p.meta.flags, []))
+    _check(q, rec2)
+    # and the first packet's own header given whole, as long
+    text = head.replace(head[head.index(" h="):], head[head.index(" h="):].split(",")[0]
+                        + ",*" + "45" * hlen) + " s=" + s_rows
+    rec3 = f"{text} k={restore.record_crc(text, p.data[:hl]):08x}"
+    q = Packet(p.ts, p.data, p.orig_len, p.iface, p.linktype,
+               type(p.meta)(p.meta.block, p.meta.comments[:-1] + [rec3], p.meta.flags, []))
+    _check(q, rec3)
