@@ -507,12 +507,19 @@ done:
     return r;
 }
 
+/* a record's time in ns (RecordChunk.columns: sec * 1e9 + fraction * mul) */
+static inline long long
+rec_time(const unsigned char *h, int swap, long long mul)
+{
+    return (long long)get32h(h, swap) * 1000000000LL + (long long)get32h(h + 4, swap) * mul;
+}
+
 PyDoc_STRVAR(split_chunk_doc,
-"split_chunk(out, buf, recs, tss, start, swap, mul, mtu, complete, mss, mtu_explicit,\n"
+"split_chunk(out, buf, recs, start, swap, mul, mtu, complete, mss, mtu_explicit,\n"
 "            fixed_id, link_rate, flows, section, flow_cls)\n"
 "    -> (end, nrec, maxcap, last_ts, npassed, nseg, ncut, aggs)\n\n"
-"The records of a pcap chunk (``buf``, record header offsets ``recs``,\n"
-"times ``tss`` in ns) from index ``start`` that split handles without a\n"
+"The records of a pcap chunk (``buf``, record header offsets ``recs``)\n"
+"from index ``start`` that split handles without a\n"
 "Packet, appended to bytearray ``out`` as pcap records (``swap``: headers\n"
 "in the other byte order; ``mul``: ns per fraction unit): those\n"
 "pcapgro/gso/engine.py passes with no flow state are copied, untagged\n"
@@ -533,17 +540,17 @@ static PyObject *
 split_chunk(PyObject *self, PyObject *args)
 {
     Py_buffer b;
-    PyObject *recs, *tss, *res = NULL;
+    PyObject *recs, *res = NULL;
     Py_ssize_t start;
     struct chunk ch;
     memset(&ch, 0, sizeof ch);
-    if (!PyArg_ParseTuple(args, "Oy*O!O!niLnpnppLO!OO", &ch.out, &b, &PyList_Type, &recs,
-                          &PyList_Type, &tss, &start, &ch.swap, &ch.mul, &ch.mtu,
+    if (!PyArg_ParseTuple(args, "Oy*O!niLnpnppLO!OO", &ch.out, &b, &PyList_Type, &recs,
+                          &start, &ch.swap, &ch.mul, &ch.mtu,
                           &ch.complete, &ch.cfg_mss, &ch.mtu_explicit, &ch.fixed_id, &ch.rate,
                           &PyDict_Type, &ch.flows, &ch.sec, &ch.flow_cls))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(recs), i = start;
-    if (!PyByteArray_Check(ch.out) || PyList_GET_SIZE(tss) != n || ch.mul < 1 || ch.rate < 0) {
+    if (!PyByteArray_Check(ch.out) || ch.mul < 1 || ch.rate < 0) {
         PyErr_SetString(PyExc_ValueError, "split_chunk: bad arguments");
         goto fail;
     }
@@ -564,9 +571,7 @@ split_chunk(PyObject *self, PyObject *args)
         const unsigned char *d = buf + r + 16;
         if (r + 16 + (Py_ssize_t)cap > b.len)
             break;
-        long long ts = PyLong_AsLongLong(PyList_GET_ITEM(tss, i));
-        if (ts == -1 && PyErr_Occurred())
-            goto fail;
+        long long ts = rec_time(buf + r, ch.swap, ch.mul);
         if (stateless_pass(d, cap, orig, ch.mtu, ch.complete)) {
             if (room(&ch, 16 + cap) < 0)
                 goto fail;
@@ -581,9 +586,12 @@ split_chunk(PyObject *self, PyObject *args)
         }
         if (i + 1 >= n)
             break;
-        long long next = PyLong_AsLongLong(PyList_GET_ITEM(tss, i + 1));
-        if (next == -1 && PyErr_Occurred())
-            goto fail;
+        Py_ssize_t r2 = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i + 1));
+        if (r2 < 0 || r2 + 16 > b.len) {
+            PyErr_Clear();
+            break;
+        }
+        long long next = rec_time(buf + r2, ch.swap, ch.mul);
         int s = super_tcp4(&ch, d, cap, orig, ts, next);
         if (s < 0)
             goto fail;

@@ -72,15 +72,15 @@ import sys
 import zlib
 from urllib.parse import quote, unquote_to_bytes
 
-import numpy as np
-
 from .capture.pcapng import ns_to_ts
-from .checksum import ipv4_header_ok
+from .checksum import LazyNumpy, ipv4_header_ok
 from .linklayer import ETH_P_IP, network_layer
 from .record import (BLOCK_EPB, BLOCK_PB, BLOCK_SPB, EPB_FLAG_TSO, HostRecords, Interface,
                      Packet, PacketMeta, Section)
 
 __all__ = ["TAG", "encode", "decode", "restore", "Restorer", "RecordMismatch"]
+
+np = LazyNumpy(globals())      # numpy, imported when merge first diffs headers
 
 TAG = "pcapgro-restore v1 "
 AGG_TAG = "pcapgro: GRO aggregate"

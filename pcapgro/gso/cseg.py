@@ -32,7 +32,7 @@ except ImportError:         # built without a C compiler
     _gso = None
 
 __all__ = ["available", "segment_into", "segment_tcp4", "RecordOut", "chunk_run",
-           "chunk_packets"]
+           "chunk_records", "chunk_packets"]
 
 
 def available():
@@ -158,13 +158,13 @@ _SOURCES = (SizeSource.OPTION, SizeSource.SYN, SizeSource.OWN_SYN, SizeSource.LA
 
 def chunk_run(lb, cfg, flows, section, flow_cls, count):
     """``f(i, rec) -> end``: the compiled loop ``_gso.split_chunk`` over
-    RecordChunk ``lb`` (after ``columns()``) from record ``i``, its output
+    RecordChunk ``lb`` from record ``i``, its output
     records appended to RecordOut ``rec``, its statistics handed to
     ``count(npassed, nseg, ncut, aggs)`` (see
     ``GSOSplitter._chunk_run``); ``cfg``: the GSOConfig, ``flows`` the
     splitter's TCP flow dict (``flow_cls()`` makes a new entry)."""
     run = _gso.split_chunk
-    buf, recs, tss, swap = lb.buf, lb.recs, lb.ts, lb.byteorder != NATIVE_BO
+    buf, recs, swap = lb.buf, lb.recs, lb.byteorder != NATIVE_BO
     if type(recs) is not list:
         recs = list(recs)
     mul, mtu, complete, mss = lb.mul, cfg.mtu, cfg.complete_csum, cfg.mss or 0
@@ -174,7 +174,7 @@ def chunk_run(lb, cfg, flows, section, flow_cls, count):
 
     def f(i, rec):
         end, nrec, maxcap, ts, npassed, nseg, ncut, aggs = run(
-            rec.buf, buf, recs, tss, i, swap, mul, mtu, complete, mss, explicit, fixed, rate,
+            rec.buf, buf, recs, i, swap, mul, mtu, complete, mss, explicit, fixed, rate,
             flows, sec, flow_cls)
         if nrec:
             rec.n += nrec
@@ -183,6 +183,21 @@ def chunk_run(lb, cfg, flows, section, flow_cls, count):
                 rec.maxcap = maxcap
             count(npassed, nseg, ncut, [(k, n, src[h], m) for k, n, h, m in aggs])
         return end
+    return f
+
+
+def chunk_records(lb):
+    """``f(i) -> (data offset, captured length, original length, time ns)``
+    of record ``i`` of RecordChunk ``lb`` (16-byte record headers), read
+    from its header (what ``lb.columns()`` gives for every record, without
+    numpy: the compiled loop reads the headers itself)."""
+    hdr = struct.Struct(lb.byteorder + "IIII").unpack_from
+    buf, recs, mul = lb.buf, lb.recs, lb.mul
+
+    def f(i):
+        r = recs[i]
+        sec, frac, cap, orig = hdr(buf, r)
+        return r + 16, cap, orig, sec * 1000000000 + frac * mul
     return f
 
 
