@@ -373,22 +373,14 @@ PyDoc_STRVAR(restore_doc,
 "their earliest and latest time (ns).  None when the record is not the kind this\n"
 "code handles or does not fit (pcapgro.restore.restore() then decides).");
 
+/* restore() on a frame d (n bytes captured, orig on the wire, link type
+ * lt) and record text txt[0:tn]: the result tuple, None, or NULL */
 static PyObject *
-restore(PyObject *self, PyObject *args)
+restore_core(const unsigned char *d, Py_ssize_t n, unsigned long orig, int lt, const char *txt,
+             Py_ssize_t tn)
 {
-    Py_buffer b;
-    PyObject *rec, *res = NULL, *buf = NULL;
-    unsigned long orig;
-    int lt;
-    if (!PyArg_ParseTuple(args, "y*kiU", &b, &orig, &lt, &rec))
-        return NULL;
-    Py_ssize_t tn;
-    const char *txt = PyUnicode_AsUTF8AndSize(rec, &tn);
+    PyObject *res = NULL, *buf = NULL;
     struct out st = {NULL};
-    if (txt == NULL) {              /* surrogates: the Python path */
-        PyErr_Clear();
-        goto none;
-    }
     const char *e = txt + tn, *p = txt + strlen(TAG);
     if (lt != 1 || tn < (Py_ssize_t)strlen(TAG) || memcmp(txt, TAG, strlen(TAG))
             || orig > 0xFFFFFFFFul)
@@ -407,7 +399,7 @@ restore(PyObject *self, PyObject *args)
         npk += *q == ';';
     /* room: each packet's record header and header block (at most
      * MAX_HDR), and the payloads, which add up to at most the frame */
-    Py_ssize_t size = te == e ? 16 + b.len : npk * (16 + MAX_HDR) + b.len;
+    Py_ssize_t size = te == e ? 16 + n : npk * (16 + MAX_HDR) + n;
     buf = PyByteArray_FromStringAndSize(NULL, size);
     st.runs = PyList_New(0);
     if (buf == NULL || st.runs == NULL)
@@ -418,10 +410,10 @@ restore(PyObject *self, PyObject *args)
     st.tmax = -1;
     int r;
     if (te == e) {                  /* a packet written unchanged, moved */
-        unsigned char *o2 = put_record(st.o, t0, b.buf, b.len, NULL, 0, (uint32_t)orig);
+        unsigned char *o2 = put_record(st.o, t0, d, n, NULL, 0, (uint32_t)orig);
         r = add(&st, i0, t0, o2) < 0 ? -1 : 1;
     } else {
-        r = full(&st, txt, te + 1, e, b.buf, b.len, (uint32_t)orig, i0, t0);
+        r = full(&st, txt, te + 1, e, d, n, (uint32_t)orig, i0, t0);
     }
     if (r < 0)
         goto done;
@@ -439,8 +431,192 @@ none:
 done:
     Py_XDECREF(st.runs);
     Py_XDECREF(buf);
+    return res;
+}
+
+static PyObject *
+restore(PyObject *self, PyObject *args)
+{
+    Py_buffer b;
+    PyObject *rec, *res;
+    unsigned long orig;
+    int lt;
+    if (!PyArg_ParseTuple(args, "y*kiU", &b, &orig, &lt, &rec))
+        return NULL;
+    Py_ssize_t tn;
+    const char *txt = PyUnicode_AsUTF8AndSize(rec, &tn);
+    if (txt == NULL) {              /* surrogates: the Python path */
+        PyErr_Clear();
+        res = Py_None;
+        Py_INCREF(res);
+    } else {
+        res = restore_core(b.buf, b.len, orig, lt, txt, tn);
+    }
     PyBuffer_Release(&b);
     return res;
+}
+
+static inline uint32_t
+rd32(const unsigned char *p, int big)
+{
+    return big ? (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]
+               : (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
+}
+
+static inline unsigned
+rd16(const unsigned char *p, int big)
+{
+    return big ? (unsigned)p[0] << 8 | p[1] : (unsigned)p[1] << 8 | p[0];
+}
+
+#define AGG_TAG "pcapgro: GRO aggregate"
+#define MOVED_TAG "pcapgro: held by GRO"
+
+static int
+starts(const unsigned char *p, Py_ssize_t n, const char *tag)
+{
+    Py_ssize_t k = (Py_ssize_t)strlen(tag);
+    return n >= k && !memcmp(p, tag, k);
+}
+
+/* the options of an EPB (o..oe): the comments and flags Restorer._fast
+ * takes (1 or 2 comments, the last a record in ASCII, an earlier one the
+ * merge's note; no flags but TSO on a full record; nothing else): 1 and
+ * *rec / *rn the record, else 0 */
+static int
+epb_options(const unsigned char *o, const unsigned char *oe, int big, const char **rec,
+            Py_ssize_t *rn)
+{
+    const unsigned char *c[3];
+    Py_ssize_t cn[3];
+    int nc = 0, nflags = 0;
+    uint32_t flags = 0;
+    while (o + 4 <= oe) {
+        unsigned code = rd16(o, big), len = rd16(o + 2, big);
+        if (code == 0)
+            break;
+        if (o + 4 + len > oe)
+            return 0;               /* the reader says it runs past its block */
+        if (code == 1 && nc < 3) {
+            c[nc] = o + 4;
+            cn[nc++] = len;
+        } else if (code == 2 && len == 4 && !nflags) {
+            flags = rd32(o + 4, big);
+            nflags = 1;
+        } else {
+            return 0;               /* other options stay on the packet */
+        }
+        o += 4 + ((len + 3) & ~3u);
+    }
+    if (nc < 1 || nc > 2 || !starts(c[nc - 1], cn[nc - 1], TAG))
+        return 0;
+    const unsigned char *r = c[nc - 1];
+    int full = 0;
+    for (Py_ssize_t k = 0; k < cn[nc - 1]; k++) {
+        if (r[k] >= 0x80 || r[k] == 0)
+            return 0;               /* not plain ASCII: the Python path */
+        if (k + 3 <= cn[nc - 1] && r[k] == ' ' && r[k + 1] == 'h' && r[k + 2] == '=')
+            full = 1;
+    }
+    if (nc == 2 && !starts(c[0], cn[0], full ? AGG_TAG : MOVED_TAG))
+        return 0;
+    if (nflags && (!full || (flags & ~0x800u)))
+        return 0;
+    *rec = (const char *)r;
+    *rn = cn[nc - 1];
+    return 1;
+}
+
+/* one EPB at buf[pos:end] restored as Restorer._fast would: the item
+ * tuple, None (the reader takes it: not one the compiled path handles, or
+ * damaged), or NULL */
+static PyObject *
+walk_epb(PyObject *bufo, Py_ssize_t pos, Py_ssize_t end, const char *bo, PyObject *ifs,
+         Py_ssize_t *next, Py_ssize_t *cl_out)
+{
+    const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(bufo);
+    int big = bo[0] == '>';
+    if (rd32(buf + pos, big) != 6)
+        Py_RETURN_NONE;
+    Py_ssize_t bl = rd32(buf + pos + 4, big), e = pos + bl;
+    if (bl < 32 || bl & 3 || e > end || (Py_ssize_t)rd32(buf + e - 4, big) != bl)
+        Py_RETURN_NONE;
+    uint32_t iface = rd32(buf + pos + 8, big), hi = rd32(buf + pos + 12, big);
+    uint32_t lo = rd32(buf + pos + 16, big), cl = rd32(buf + pos + 20, big);
+    uint32_t ol = rd32(buf + pos + 24, big);
+    Py_ssize_t s = pos + 28, oe = s + (((Py_ssize_t)cl + 3) & ~(Py_ssize_t)3);
+    if (oe > e - 4 || oe == e - 4 || (Py_ssize_t)iface >= PyList_GET_SIZE(ifs))
+        Py_RETURN_NONE;
+    PyObject *f = PyList_GET_ITEM(ifs, iface);
+    if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) < 4 || PyTuple_GET_ITEM(f, 3) != Py_None)
+        Py_RETURN_NONE;
+    long lt = PyLong_AsLong(PyTuple_GET_ITEM(f, 0));
+    long long mul = PyLong_AsLongLong(PyTuple_GET_ITEM(f, 1));
+    long long off = PyLong_AsLongLong(PyTuple_GET_ITEM(f, 2));
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    unsigned long long ticks = (unsigned long long)hi << 32 | lo;
+    if (mul < 1 || ticks > (1ULL << 62) / (unsigned long long)mul || off < -(1LL << 61)
+            || off > (1LL << 61))
+        Py_RETURN_NONE;
+    long long ts = (long long)ticks * mul + off;
+    const char *rec;
+    Py_ssize_t rn;
+    if (!epb_options(buf + oe, buf + e - 4, big, &rec, &rn))
+        Py_RETURN_NONE;
+    PyObject *r = restore_core(buf + s, cl, ol, (int)lt, rec, rn);
+    if (r == NULL || r == Py_None)
+        return r;
+    PyObject *item = Py_BuildValue("(NlLlOnns)", r, (long)iface, ts, lt, bufo, pos, e, bo);
+    *next = e;
+    *cl_out = cl;
+    return item;
+}
+
+PyDoc_STRVAR(walk_doc,
+"walk(buf, pos, end, byteorder, ifs, out) -> (pos, packets, bytes)\n\n"
+"PcapngReader's hook (Restorer.epb_hook): from ``pos`` of the chunk\n"
+"``buf`` (bytes, blocks up to ``end``, section byte order ``byteorder``,\n"
+"the reader's interfaces ``ifs``), each Enhanced Packet Block whose\n"
+"restore record the compiled restore takes (what Restorer._fast takes)\n"
+"is restored and appended to list ``out`` as a tuple ((runs, n, tmin,\n"
+"tmax), iface, ts, linktype, buf, block start, block end, byteorder)\n"
+"instead of a Packet (the block's place, to read it as a Packet after\n"
+"all: pcapng.epb_packet).  Stops at the first block it does not take\n"
+"(the reader's own loop reads it, and reports any damage).  Returns where\n"
+"it stopped, the packets and captured bytes taken.");
+
+static PyObject *
+walk(PyObject *self, PyObject *args)
+{
+    PyObject *bufo, *ifs, *out;
+    Py_ssize_t pos, end, n = 0, nb = 0;
+    const char *bo;
+    if (!PyArg_ParseTuple(args, "OnnsO!O!", &bufo, &pos, &end, &bo, &PyList_Type, &ifs,
+                          &PyList_Type, &out))
+        return NULL;
+    if (!PyBytes_Check(bufo) || end > PyBytes_GET_SIZE(bufo) || pos < 0)
+        return Py_BuildValue("(nnn)", pos, n, nb);
+    while (end - pos >= 12) {
+        Py_ssize_t next = pos, cl = 0;
+        PyObject *item = walk_epb(bufo, pos, end, bo, ifs, &next, &cl);
+        if (item == NULL)
+            return NULL;
+        if (item == Py_None) {
+            Py_DECREF(item);
+            break;
+        }
+        int bad = PyList_Append(out, item);
+        Py_DECREF(item);
+        if (bad < 0)
+            return NULL;
+        pos = next;
+        n++;
+        nb += cl;
+    }
+    return Py_BuildValue("(nnn)", pos, n, nb);
 }
 
 PyDoc_STRVAR(headers_doc,
@@ -485,6 +661,7 @@ pcap_headers(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
     {"restore", restore, METH_VARARGS, restore_doc},
     {"pcap_headers", pcap_headers, METH_VARARGS, headers_doc},
+    {"walk", walk, METH_VARARGS, walk_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -131,8 +131,12 @@ def run(reader, writer, transform=None, progress=None):
         eng = getattr(transform, "__self__", None)
         if getattr(writer, "takes_host_records", False) and hasattr(eng, "records_out"):
             # packets given back may go out as records the compiled restore
-            # lays out (pcapgro.restore.Restorer, HostRecords events)
+            # lays out (pcapgro.restore.Restorer, HostRecords events), and
+            # it may take them from the reader's buffer (no Packet made)
             eng.records_out = True
+            hook = eng.reader_hook()
+            if hook is not None and hasattr(reader, "epb_hook"):
+                reader.epb_hook = hook
         try:
             for ev in transform(iter(reader)):
                 app(ev)

@@ -70,9 +70,10 @@ import os
 import re
 import sys
 import zlib
+from collections import deque
 from urllib.parse import quote, unquote_to_bytes
 
-from .capture.pcapng import ns_to_ts
+from .capture.pcapng import epb_packet, ns_to_ts
 from .checksum import LazyNumpy, ipv4_header_ok
 from .linklayer import ETH_P_IP, network_layer
 from .record import (BLOCK_EPB, BLOCK_PB, BLOCK_SPB, EPB_FLAG_TSO, HostRecords, Interface,
@@ -947,9 +948,19 @@ class Restorer:
         self._c = _pick_restore() if self.records_out else None
         for ev in events:
             t = type(ev)
+            if t is tuple:
+                # an EPB the reader's hook restored (epb_hook)
+                if self._waiting:
+                    yield from self._place_blocks(None)
+                fast = self._fits_now(ev[0], ev[1])
+                if fast is not None:
+                    yield from self._place_runs(*fast)
+                else:
+                    yield from self._packet(epb_packet(*ev[4:], ev[2], ev[3]))
+                continue
             if t is Packet:
                 if self._waiting:
-                    yield from self._place_blocks(ev)
+                    yield from self._place_blocks(ev.meta)
                 fast = self._fast(ev) if self._c is not None else None
                 if fast is not None:
                     yield from self._place_runs(*fast)
@@ -1010,6 +1021,17 @@ class Restorer:
                 self._nxt += 1
         yield from self._release()
 
+    def reader_hook(self):
+        """What a PcapngReader's ``epb_hook`` may be set to while it feeds
+        this Restorer with ``records_out`` (the pipeline does): the
+        compiled walk of pcapgro/_restore.c, which restores the EPBs
+        :meth:`_fast` would take straight from the reader's buffer (no
+        Packet made); None without the extension or with PCAPGRO_NO_C."""
+        if _pick_restore() is None:
+            return None
+        from ._restore import walk
+        return walk
+
     def _fast(self, ev):
         """The compiled restore of ``ev``: its packets as runs of
         consecutive input indexes, tuples ``(first index, count, buffer,
@@ -1032,10 +1054,14 @@ class Restorer:
         if meta.flags is not None and (not full or meta.flags & ~EPB_FLAG_TSO):
             return None
         r = self._c(ev.data, ev.orig_len, ev.linktype, rec)
-        if r is None:
-            return None
+        return None if r is None else self._fits_now(r, ev.iface)
+
+    def _fits_now(self, r, i):
+        """``(runs, n)`` of the compiled restore's answer ``r`` (``(runs,
+        n, tmin, tmax)``) for a packet of interface ``i`` when its times
+        fit the interface and its input indexes are all still to come
+        (else None: the Python path decides, see :meth:`_fast`)."""
         runs, n, tmin, tmax = r
-        i = ev.iface
         lo, hi = self._spans[i] if 0 <= i < len(self._spans) else (0, 1 << 64)
         if lo is None:
             if not (_ts_fits(self._ifs, _At(tmin, i)) and _ts_fits(self._ifs, _At(tmax, i))):
@@ -1085,8 +1111,7 @@ class Restorer:
         pending = self._pending
         k0, count, buf, a, b, mx = run
         last = k0 + count
-        for k in range(k0 + 1, last):
-            del pending[k]
+        _drop(map(pending.pop, range(k0 + 1, last)))     # its _CONT entries
         self._nxt = last
         before = self._before
         if not (before and any(k0 < j < last for j in before)):
@@ -1116,15 +1141,16 @@ class Restorer:
             return [], idxs
         return segs, idxs
 
-    def _place_blocks(self, ev):
-        """The blocks read since the last packet: those the record of ``ev``
-        (the next packet merge wrote) places (``x=``) go before their input
-        index, the others are given out now, where merge wrote them."""
+    def _place_blocks(self, meta):
+        """The blocks read since the last packet: those the record on
+        ``meta`` (of the next packet merge wrote) places (``x=``) go before
+        their input index, the others are given out now, where merge wrote
+        them."""
         waiting = self._waiting
         if not waiting:
             return
         self._waiting = []
-        claims = _block_claims(ev.meta)
+        claims = _block_claims(meta)
         if len(claims) > len(waiting):
             claims = []
         free = len(waiting) - len(claims)
@@ -1246,6 +1272,7 @@ def _unrecorded(meta):
 
 
 _CONT = object()    # pending: an input index inside a run placed before it (_fast)
+_drop = deque(maxlen=0).extend      # runs an iterator to its end, keeping nothing
 
 
 class _At:

@@ -243,3 +243,60 @@ def test_whole_header_rows_of_any_length(tmp_path, hlen):
     q = Packet(p.ts, p.data, p.orig_len, p.iface, p.linktype,
                type(p.meta)(p.meta.block, p.meta.comments[:-1] + [rec3], p.meta.flags, []))
     _check(q, rec3)
+
+
+def _restore_any(src, out, no_c):
+    env = dict(os.environ)
+    env.pop("PCAPGRO_NO_C", None)
+    if no_c:
+        env["PCAPGRO_NO_C"] = "1"
+    p = subprocess.run([sys.executable, "-m", "pcapgro.cli", "split", "--restore", "-q",
+                        "--stats", "-", str(src), str(out)], capture_output=True, cwd=REPO,
+                       env=env)
+    data = out.read_bytes() if out.exists() else None
+    return p.returncode, p.stdout, p.stderr, data
+
+
+@needs_c
+def test_sections_with_taken_indexes_same_as_python(tmp_path):
+    """Merged captures one after another (sections whose input indexes
+    repeat: later records name positions already given out, so the
+    compiled walk's packets go back to the Python path): same as Python."""
+    a, b = _merged(tmp_path, INPUTS[0]), _merged(tmp_path, INPUTS[3])
+    m = tmp_path / "cat.pcapng"
+    m.write_bytes(a.read_bytes() + b.read_bytes() + a.read_bytes())
+    c = _restore_any(m, tmp_path / "c.pcap", False)
+    p = _restore_any(m, tmp_path / "p.pcap", True)
+    assert c == p and c[0] == 0 and json.loads(c[1])["restore"]["unfit"] > 0
+
+
+@needs_c
+@pytest.mark.parametrize("seed", [1, 2])
+def test_damaged_files_same_as_python(tmp_path, seed):
+    """A merged pcapng cut short or with a byte of a block header, length
+    or option changed: exit status, messages, statistics and output bytes
+    are those of the Python path (the compiled walk stops at anything the
+    reader must judge)."""
+    rng = random.Random(seed)
+    raw = bytearray(_merged(tmp_path, INPUTS[2]).read_bytes())
+    starts, pos = [], 0
+    while pos + 8 <= len(raw):
+        starts.append(pos)
+        pos += int.from_bytes(raw[pos + 4:pos + 8], sys.byteorder)
+    for j in range(8):
+        d = bytearray(raw)
+        if j == 0:
+            d = d[:rng.randrange(len(d) // 2, len(d))]
+        else:
+            for _ in range(j):
+                b = rng.choice(starts[2:])      # after the SHB and IDB
+                end = b + int.from_bytes(raw[b + 4:b + 8], sys.byteorder)
+                # its header (type, lengths, interface, time) or its end
+                # (comments, flags, trailing length)
+                k = rng.choice([b + rng.randrange(28), end - 1 - rng.randrange(96)])
+                d[k] ^= 1 << rng.randrange(8)
+        src = tmp_path / f"d{j}.pcapng"
+        src.write_bytes(bytes(d))
+        c = _restore_any(src, tmp_path / f"c{j}.pcap", False)
+        p = _restore_any(src, tmp_path / f"p{j}.pcap", True)
+        assert c == p, j
