@@ -483,6 +483,11 @@ class PcapWriter(WriterBase):
     larger (a non-seekable output gets a warning instead).  A packet larger
     than 262144 bytes gets one warning (libpcap tools refuse those).
 
+    ``takes_host_records``: :class:`~pcapgro.record.HostRecords` events
+    (records of split --restore's compiled restore, host byte order and
+    nanoseconds) are taken, their headers turned into this file's format
+    in place.
+
     ``takes_parts``: a Packet's ``data`` may also be a list of bytes-like
     parts (an aggregate's header and its payloads, memoryviews of the input
     chunks: :attr:`pcapgro.gro.GROEngine.parts_out`): the record is their
