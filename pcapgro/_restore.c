@@ -576,8 +576,8 @@ walk_epb(PyObject *bufo, Py_ssize_t pos, Py_ssize_t end, const char *bo, PyObjec
 }
 
 PyDoc_STRVAR(walk_doc,
-"walk(buf, pos, end, byteorder, ifs, out) -> (pos, packets, bytes)\n\n"
-"PcapngReader's hook (Restorer.epb_hook): from ``pos`` of the chunk\n"
+"walk(buf, pos, end, byteorder, ifs, out, packets, bytes) -> (pos, packets, bytes)\n\n"
+"PcapngReader's epb_hook (Restorer.reader_hook): from ``pos`` of the chunk\n"
 "``buf`` (bytes, blocks up to ``end``, section byte order ``byteorder``,\n"
 "the reader's interfaces ``ifs``), each Enhanced Packet Block whose\n"
 "restore record the compiled restore takes (what Restorer._fast takes)\n"
@@ -586,16 +586,17 @@ PyDoc_STRVAR(walk_doc,
 "instead of a Packet (the block's place, to read it as a Packet after\n"
 "all: pcapng.epb_packet).  Stops at the first block it does not take\n"
 "(the reader's own loop reads it, and reports any damage).  Returns where\n"
-"it stopped, the packets and captured bytes taken.");
+"it stopped, and ``packets`` and ``bytes`` (counts so far) plus the\n"
+"packets and captured bytes it took.");
 
 static PyObject *
 walk(PyObject *self, PyObject *args)
 {
     PyObject *bufo, *ifs, *out;
-    Py_ssize_t pos, end, n = 0, nb = 0;
+    Py_ssize_t pos, end, n, nb;
     const char *bo;
-    if (!PyArg_ParseTuple(args, "OnnsO!O!", &bufo, &pos, &end, &bo, &PyList_Type, &ifs,
-                          &PyList_Type, &out))
+    if (!PyArg_ParseTuple(args, "OnnsO!O!nn", &bufo, &pos, &end, &bo, &PyList_Type, &ifs,
+                          &PyList_Type, &out, &n, &nb))
         return NULL;
     if (!PyBytes_Check(bufo) || end > PyBytes_GET_SIZE(bufo) || pos < 0)
         return Py_BuildValue("(nnn)", pos, n, nb);

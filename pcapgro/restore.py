@@ -949,7 +949,7 @@ class Restorer:
         for ev in events:
             t = type(ev)
             if t is tuple:
-                # an EPB the reader's hook restored (epb_hook)
+                # an EPB the reader's hook restored (reader_hook)
                 if self._waiting:
                     yield from self._place_blocks(None)
                 fast = self._fits_now(ev[0], ev[1])

@@ -241,9 +241,10 @@ class PcapngReader(ReaderBase):
         self.packets = 0
         self.packet_bytes = 0
         self._warned_fine = False
-        # f(buf, pos, end, byteorder, ifs, out) -> (pos, packets, bytes): takes
-        # a run of EPBs from pos, appending its own events to out (split
-        # --restore's compiled restore, pcapgro.restore.Restorer.epb_hook)
+        # f(buf, pos, end, byteorder, ifs, out, packets, bytes) -> (pos,
+        # packets, bytes): takes a run of EPBs from pos, appending its own
+        # events to out and counting them (split --restore's compiled
+        # restore: pcapgro.restore.Restorer.reader_hook)
         self.epb_hook = None
 
     def _interface(self, buf, pos, e, bo):
@@ -292,9 +293,7 @@ class PcapngReader(ReaderBase):
             try:
                 while end - pos >= 12:
                     if hook is not None:
-                        pos, k, kb = hook(buf, pos, end, bo, ifs, out)
-                        n0 += k
-                        nb += kb
+                        pos, n0, nb = hook(buf, pos, end, bo, ifs, out, n0, nb)
                         if end - pos < 12:
                             break
                     bt, bl = tl(buf, pos)
