@@ -1,5 +1,6 @@
 """Build of the compiled GRO fast path (pcapgro/_native.c), split's
-segmenter (pcapgro/_gso.c) and the install path of the manual page.
+segmenter (pcapgro/_gso.c), split --restore's record reader
+(pcapgro/_restore.c) and the install path of the manual page.
 
 Everything else is in pyproject.toml.  The extension is optional: without
 a C compiler (or Python headers) the build goes on and pcapgro runs its
@@ -26,6 +27,9 @@ setup(distclass=_Distribution,
                              extra_compile_args=["-O2", "-std=c99"], optional=True),
                    # the compiled segmenter of split (pcapgro/gso/cseg.py), optional too
                    Extension("pcapgro._gso", ["pcapgro/_gso.c"],
+                             extra_compile_args=["-O2", "-std=c99"], optional=True),
+                   # the compiled restore of split --restore (pcapgro/restore.py), optional too
+                   Extension("pcapgro._restore", ["pcapgro/_restore.c"],
                              extra_compile_args=["-O2", "-std=c99"], optional=True)],
       # the manual page where man(1) finds it for a bin/ on PATH
       # (<prefix>/share/man beside <prefix>/bin, a venv's too); pyproject's

@@ -265,66 +265,355 @@ get32h(const unsigned char *p, int swap)
     return v;
 }
 
-PyDoc_STRVAR(scan_doc,
-"scan_passed(buf, recs, start, swap, mtu, complete) -> (end, maxcap)\n\n"
-"From record ``start`` of a pcap chunk (``buf``, record header offsets\n"
-"``recs``), the run of records split passes unchanged with no flow state:\n"
-"Ethernet / IPv4 (no options, not a fragment) / TCP without payload and\n"
-"without SYN, captured in full, IP length exactly the frame's, at most\n"
-"``mtu``; with ``complete``, its TCP checksum field neither seed (with or\n"
-"without the length) and its IPv4 header checksum not 0 (the cases\n"
-"pcapgro/gso/engine.py completes).  Returns the index after the run and\n"
-"the largest captured length in it.");
+/* the size source codes split_chunk reports (pcapgro/gso/reasons.py
+ * SizeSource, in the order of batches._SOURCES) */
+enum { SRC_OPTION, SRC_SYN, SRC_OWN_SYN, SRC_LARGEST, SRC_MTU };
+#define TCP_MIN_GSO_SIZE 8
+
+/* split_chunk's settings and running totals */
+struct chunk {
+    PyObject *out, *flows, *sec, *zero, *flow_cls, *aggs;
+    Py_ssize_t mtu, cfg_mss, used, alloc;
+    int swap, complete, mtu_explicit, fixed_id;
+    long long mul, rate, last_ts;
+    Py_ssize_t nrec, maxcap, npassed, nseg, ncut;
+};
+
+/* room for `more` bytes after what is used of ch->out (grown by a quarter
+ * beyond the need: few reallocations); 0, or -1 with an exception */
+static int
+room(struct chunk *ch, Py_ssize_t more)
+{
+    Py_ssize_t need = ch->used + more;
+    if (need <= ch->alloc)
+        return 0;
+    Py_ssize_t a = need + need / 4;
+    if (PyByteArray_Resize(ch->out, a) < 0)
+        return -1;
+    ch->alloc = a;
+    return 0;
+}
+
+/* a record split passes unchanged with no flow state: Ethernet / IPv4 (no options, not a
+ * fragment) / TCP without payload or SYN, in full, IP length the frame's,
+ * at most mtu, with `complete` no seed in its TCP checksum and an IPv4
+ * header checksum not 0 */
+static int
+stateless_pass(const unsigned char *d, uint32_t cap, uint32_t orig, Py_ssize_t mtu, int complete)
+{
+    if (cap != orig || cap < 54)
+        return 0;
+    if (d[12] != 0x08 || d[13] != 0x00 || d[14] != 0x45 || d[23] != 6)
+        return 0;
+    unsigned tot = ((unsigned)d[16] << 8) | d[17];
+    if ((((unsigned)d[20] << 8 | d[21]) & 0x3FFF) || tot + 14 != cap || (Py_ssize_t)tot > mtu)
+        return 0;
+    unsigned thl = (unsigned)(d[46] >> 4) << 2;
+    if (thl < 20 || tot != 20 + thl || (d[47] & 0x02))
+        return 0;
+    if (complete) {
+        uint64_t ps = 0;
+        for (int k = 26; k < 34; k += 2)
+            ps += ((unsigned)d[k] << 8) | d[k + 1];
+        ps += 6;
+        unsigned field = ((unsigned)d[50] << 8) | d[51];
+        if (field == fold_seed(ps + thl) || field == fold_seed(ps) || !(d[24] | d[25]))
+            return 0;
+    }
+    return 1;
+}
+
+/* an int attribute of a flow object (_Flow.syn_mss / .largest); -1 with
+ * an exception */
+static long
+flow_attr(PyObject *fl, const char *name)
+{
+    PyObject *v = PyObject_GetAttrString(fl, name);
+    if (v == NULL)
+        return -1;
+    long r = PyLong_AsLong(v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* the flow key (section, 0, src, dst, sport, dport) of frame d, or the
+ * reverse direction's with `rev`; new reference or NULL */
+static PyObject *
+flow_key(struct chunk *ch, const unsigned char *d, int rev)
+{
+    const unsigned char *a = d + (rev ? 30 : 26), *b = d + (rev ? 26 : 30);
+    const unsigned char *pa = d + (rev ? 36 : 34), *pb = d + (rev ? 34 : 36);
+    PyObject *s = PyBytes_FromStringAndSize((const char *)a, 4);
+    PyObject *t = PyBytes_FromStringAndSize((const char *)b, 4);
+    PyObject *u = PyLong_FromLong(((long)pa[0] << 8) | pa[1]);
+    PyObject *v = PyLong_FromLong(((long)pb[0] << 8) | pb[1]);
+    PyObject *k = NULL;
+    if (s && t && u && v)
+        k = PyTuple_Pack(6, ch->sec, ch->zero, s, t, u, v);
+    Py_XDECREF(s);
+    Py_XDECREF(t);
+    Py_XDECREF(u);
+    Py_XDECREF(v);
+    return k;
+}
+
+/* the segment size of a super-frame's flow as engine.GSOSplitter._tcp_mss
+ * chooses it for such a record (no recorded gso_size: pcap has none): *how one of SRC_*; 0 when the general path decides (a size
+ * from the MTU rule below TCP_MIN_GSO_SIZE); -1 with an exception */
+static int
+choose_mss(struct chunk *ch, const unsigned char *d, PyObject *fl, Py_ssize_t thl,
+           Py_ssize_t *mss, int *how)
+{
+    if (ch->cfg_mss) {
+        *mss = ch->cfg_mss;
+        *how = SRC_OPTION;
+        return 1;
+    }
+    Py_ssize_t opt = thl - 20;
+    PyObject *pk = flow_key(ch, d, 1);
+    if (pk == NULL)
+        return -1;
+    PyObject *peer = PyDict_GetItemWithError(ch->flows, pk);
+    Py_DECREF(pk);
+    if (peer == NULL && PyErr_Occurred())
+        return -1;
+    long ps = peer ? flow_attr(peer, "syn_mss") : 0;
+    long fs = fl ? flow_attr(fl, "syn_mss") : 0;
+    long lg = fl ? flow_attr(fl, "largest") : 0;
+    if ((ps < 0 || fs < 0 || lg < 0) && PyErr_Occurred())
+        return -1;
+    if (peer && ps - opt >= TCP_MIN_GSO_SIZE)
+        *mss = ps - opt, *how = SRC_SYN;
+    else if (fl && fs - opt >= TCP_MIN_GSO_SIZE)
+        *mss = fs - opt, *how = SRC_OWN_SYN;
+    else if (fl && lg)
+        *mss = lg, *how = SRC_LARGEST;
+    else
+        *mss = (Py_ssize_t)1 << 30, *how = SRC_MTU;
+    if (*how == SRC_MTU || ch->mtu_explicit) {
+        if (ch->mtu - 20 - thl < *mss)
+            *mss = ch->mtu - 20 - thl, *how = SRC_MTU;
+        if (*how == SRC_MTU && *mss < TCP_MIN_GSO_SIZE)
+            return 0;
+    }
+    return 1;
+}
+
+/* engine._step: ns between segments */
+static long long
+seg_step(const struct chunk *ch, Py_ssize_t first_len, Py_ssize_t n, long long ts, long long next)
+{
+    long long step = 0;
+    if (ch->rate) {
+        long long bits = (long long)first_len * 8000000000LL;
+        step = bits / ch->rate + (bits % ch->rate != 0);
+        long long gap = next - ts;
+        long long cap = gap > 0 ? gap / n : 0;
+        if (cap < step)
+            step = cap;
+    }
+    return step;
+}
+
+/* one record (frame d, cap bytes, time ts, the next record's time next)
+ * when it is a super-frame engine.GSOSplitter._tcp would split: its
+ * segments are written; 1.  0: not one (nothing changed); -1: error */
+static int
+super_tcp4(struct chunk *ch, const unsigned char *d, uint32_t cap, uint32_t orig,
+           long long ts, long long next)
+{
+    if (cap != orig || cap < 54 || d[12] != 0x08 || d[13] != 0x00 || d[14] != 0x45
+            || d[23] != 6)
+        return 0;
+    Py_ssize_t tot = ((Py_ssize_t)d[16] << 8) | d[17], thl = (Py_ssize_t)(d[46] >> 4) << 2;
+    if ((((unsigned)d[20] << 8 | d[21]) & 0x3FFF) || tot + 14 != (Py_ssize_t)cap || thl < 20
+            || (d[47] & 0x06))
+        return 0;
+    Py_ssize_t P = tot - 20 - thl;
+    if (P <= 0 || (tot <= ch->mtu && !ch->cfg_mss))
+        return 0;
+    PyObject *key = flow_key(ch, d, 0);
+    if (key == NULL)
+        return -1;
+    int r = -1, how;
+    Py_ssize_t mss;
+    PyObject *fl = PyDict_GetItemWithError(ch->flows, key);
+    if (fl == NULL && PyErr_Occurred())
+        goto done;
+    r = choose_mss(ch, d, fl, thl, &mss, &how);
+    if (r <= 0 || P <= mss) {
+        r = r < 0 ? -1 : 0;
+        goto done;
+    }
+    r = -1;
+    if (fl == NULL) {
+        PyObject *nf = PyObject_CallNoArgs(ch->flow_cls);
+        if (nf == NULL || PyDict_SetItem(ch->flows, key, nf) < 0) {
+            Py_XDECREF(nf);
+            goto done;
+        }
+        Py_DECREF(nf);
+    }
+    struct cut c;
+    c.d = d;
+    c.h3 = d + 14;
+    c.l3off = 14;
+    c.hl = 20;
+    c.thl = thl;
+    c.family = 4;
+    c.proto = 6;
+    c.ipid = ((unsigned long)d[18] << 8) | d[19];
+    c.fixed_id = ch->fixed_id;
+    c.swap = ch->swap;
+    c.mul = ch->mul;
+    c.P = P;
+    c.mss = mss;
+    c.n = (P + mss - 1) / mss;
+    c.poff = 34 + thl;
+    c.cap_pay = P;
+    c.psum = 6;
+    for (int k = 26; k < 34; k += 2)
+        c.psum += ((unsigned)d[k] << 8) | d[k + 1];
+    c.ts = ts;
+    c.step = seg_step(ch, 34 + thl + (mss < P ? mss : P), c.n, ts, next);
+    memcpy(c.l4, d + 34, thl);
+    c.seq0 = ((uint32_t)d[38] << 24) | ((uint32_t)d[39] << 16) | ((uint32_t)d[40] << 8) | d[41];
+    c.flags0 = d[47];
+    if (room(ch, c.n * (16 + 34 + thl) + P) < 0)
+        goto done;
+    unsigned char *o0 = (unsigned char *)PyByteArray_AS_STRING(ch->out) + ch->used, *o = o0;
+    Py_ssize_t caplen, ncut = 0;
+    int ok;
+    for (Py_ssize_t k = 0; k < c.n; k++) {
+        o = write_segment(&c, k, o, &caplen, &ok);
+        ncut += !ok;
+        if (caplen > ch->maxcap)
+            ch->maxcap = caplen;
+    }
+    ch->used += o - o0;
+    ch->nrec += c.n;
+    ch->nseg += c.n;
+    ch->ncut += ncut;
+    ch->last_ts = ts + (c.n - 1) * c.step;
+    PyObject *a = Py_BuildValue("(Onin)", key, c.n, how, mss);
+    if (a == NULL || PyList_Append(ch->aggs, a) < 0) {
+        Py_XDECREF(a);
+        goto done;
+    }
+    Py_DECREF(a);
+    r = 1;
+done:
+    Py_DECREF(key);
+    return r;
+}
+
+/* a record's time in ns (RecordChunk.columns: sec * 1e9 + fraction * mul) */
+static inline long long
+rec_time(const unsigned char *h, int swap, long long mul)
+{
+    return (long long)get32h(h, swap) * 1000000000LL + (long long)get32h(h + 4, swap) * mul;
+}
+
+PyDoc_STRVAR(split_chunk_doc,
+"split_chunk(out, buf, recs, start, swap, mul, mtu, complete, mss, mtu_explicit,\n"
+"            fixed_id, link_rate, flows, section, flow_cls)\n"
+"    -> (end, nrec, maxcap, last_ts, npassed, nseg, ncut, aggs)\n\n"
+"The records of a pcap chunk (``buf``, record header offsets ``recs``)\n"
+"from index ``start`` that split handles without a\n"
+"Packet, appended to bytearray ``out`` as pcap records (``swap``: headers\n"
+"in the other byte order; ``mul``: ns per fraction unit): those\n"
+"pcapgro/gso/engine.py passes with no flow state are copied, untagged\n"
+"Ethernet / IPv4 / TCP super-frames with a known next time (not the\n"
+"chunk's last record) are cut as the general path (the Python reference,\n"
+"engine.GSOSplitter.split) cuts them:\n"
+"segment size from ``mss`` (0: none), the flows dict ``flows`` (keys\n"
+"(section, 0, src, dst, sport, dport), values flow_cls() objects with\n"
+"syn_mss and largest; a new flow is added) and ``mtu``; timestamps\n"
+"spread at ``link_rate`` bit/s.  Stops at the first record it does not\n"
+"handle.  Returns the index it stopped at, records written, the largest\n"
+"captured length, the time of the last record written (-1: none), the\n"
+"records passed, the segments made (of those not all captured: 0 here)\n"
+"and a list (key, n, source code, size) per super-frame cut (the\n"
+"statistics are kept in Python).");
 
 static PyObject *
-scan_passed(PyObject *self, PyObject *args)
+split_chunk(PyObject *self, PyObject *args)
 {
     Py_buffer b;
-    PyObject *recs;
-    Py_ssize_t start, mtu;
-    int swap, complete;
-    if (!PyArg_ParseTuple(args, "y*O!nini", &b, &PyList_Type, &recs, &start, &swap, &mtu,
-                          &complete))
+    PyObject *recs, *res = NULL;
+    Py_ssize_t start;
+    struct chunk ch;
+    memset(&ch, 0, sizeof ch);
+    if (!PyArg_ParseTuple(args, "Oy*O!niLnpnppLO!OO", &ch.out, &b, &PyList_Type, &recs,
+                          &start, &ch.swap, &ch.mul, &ch.mtu,
+                          &ch.complete, &ch.cfg_mss, &ch.mtu_explicit, &ch.fixed_id, &ch.rate,
+                          &PyDict_Type, &ch.flows, &ch.sec, &ch.flow_cls))
         return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(recs), i = start;
+    if (!PyByteArray_Check(ch.out) || ch.mul < 1 || ch.rate < 0) {
+        PyErr_SetString(PyExc_ValueError, "split_chunk: bad arguments");
+        goto fail;
+    }
+    ch.used = ch.alloc = PyByteArray_GET_SIZE(ch.out);
+    ch.last_ts = -1;
+    ch.zero = PyLong_FromLong(0);
+    ch.aggs = PyList_New(0);
+    if (ch.zero == NULL || ch.aggs == NULL)
+        goto fail;
     const unsigned char *buf = b.buf;
-    Py_ssize_t n = PyList_GET_SIZE(recs), i = start, maxcap = 0;
     for (; i < n; i++) {
         Py_ssize_t r = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i));
         if (r < 0 || r + 16 > b.len) {
             PyErr_Clear();
             break;
         }
-        uint32_t cap = get32h(buf + r + 8, swap), orig = get32h(buf + r + 12, swap);
+        uint32_t cap = get32h(buf + r + 8, ch.swap), orig = get32h(buf + r + 12, ch.swap);
         const unsigned char *d = buf + r + 16;
-        if (cap != orig || cap < 54 || r + 16 + (Py_ssize_t)cap > b.len)
+        if (r + 16 + (Py_ssize_t)cap > b.len)
             break;
-        if (d[12] != 0x08 || d[13] != 0x00 || d[14] != 0x45 || d[23] != 6)
-            break;
-        unsigned tot = ((unsigned)d[16] << 8) | d[17];
-        if ((((unsigned)d[20] << 8 | d[21]) & 0x3FFF) || tot + 14 != cap || (Py_ssize_t)tot > mtu)
-            break;
-        unsigned thl = (unsigned)(d[46] >> 4) << 2;
-        if (thl < 20 || tot != 20 + thl || (d[47] & 0x02))
-            break;
-        if (complete) {
-            uint64_t ps = 0;
-            for (int k = 26; k < 34; k += 2)
-                ps += ((unsigned)d[k] << 8) | d[k + 1];
-            ps += 6;
-            unsigned field = ((unsigned)d[50] << 8) | d[51];
-            if (field == fold_seed(ps + thl) || field == fold_seed(ps) || !(d[24] | d[25]))
-                break;
+        long long ts = rec_time(buf + r, ch.swap, ch.mul);
+        if (stateless_pass(d, cap, orig, ch.mtu, ch.complete)) {
+            if (room(&ch, 16 + cap) < 0)
+                goto fail;
+            memcpy(PyByteArray_AS_STRING(ch.out) + ch.used, buf + r, 16 + cap);
+            ch.used += 16 + cap;
+            ch.nrec++;
+            ch.npassed++;
+            ch.last_ts = ts;
+            if ((Py_ssize_t)cap > ch.maxcap)
+                ch.maxcap = cap;
+            continue;
         }
-        if ((Py_ssize_t)cap > maxcap)
-            maxcap = cap;
+        if (i + 1 >= n)
+            break;
+        Py_ssize_t r2 = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i + 1));
+        if (r2 < 0 || r2 + 16 > b.len) {
+            PyErr_Clear();
+            break;
+        }
+        long long next = rec_time(buf + r2, ch.swap, ch.mul);
+        int s = super_tcp4(&ch, d, cap, orig, ts, next);
+        if (s < 0)
+            goto fail;
+        if (!s)
+            break;
     }
+    if (PyByteArray_Resize(ch.out, ch.used) < 0)
+        goto fail;
+    res = Py_BuildValue("nnnLnnnO", i, ch.nrec, ch.maxcap, ch.last_ts, ch.npassed, ch.nseg,
+                        ch.ncut, ch.aggs);
+fail:
+    if (res == NULL && ch.alloc > ch.used)
+        PyByteArray_Resize(ch.out, ch.used);     /* what was written stays valid */
+    Py_XDECREF(ch.zero);
+    Py_XDECREF(ch.aggs);
     PyBuffer_Release(&b);
-    return Py_BuildValue("nn", i, maxcap);
+    return res;
 }
 
 static PyMethodDef methods[] = {
     {"segment", segment, METH_VARARGS, segment_doc},
-    {"scan_passed", scan_passed, METH_VARARGS, scan_doc},
+    {"split_chunk", split_chunk, METH_VARARGS, split_chunk_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -57,6 +57,18 @@ def _batch_transform(transform):
     return tb
 
 
+def _records_out(eng, reader, writer):
+    """Packets given back by a transform with ``records_out``
+    (:class:`pcapgro.restore.Restorer`) may go to a writer that
+    ``takes_host_records`` as records the compiled restore lays out, and
+    be taken from the reader's buffer (its ``epb_hook``: no Packet made)."""
+    if getattr(writer, "takes_host_records", False) and hasattr(eng, "records_out"):
+        eng.records_out = True
+        hook = eng.reader_hook()
+        if hook is not None and hasattr(reader, "epb_hook"):
+            reader.epb_hook = hook
+
+
 def run(reader, writer, transform=None, progress=None):
     """Copy every event of ``reader`` through ``transform`` to ``writer``.
 
@@ -131,6 +143,7 @@ def run(reader, writer, transform=None, progress=None):
         wb = writer.write_batch
         batch = []
         app = batch.append
+        _records_out(getattr(transform, "__self__", None), reader, writer)
         try:
             for ev in transform(iter(reader)):
                 app(ev)

@@ -13,8 +13,7 @@ already applied); no floats anywhere on the path.
 from __future__ import annotations
 
 __all__ = ["Packet", "PacketMeta", "GSOInfo", "Interface", "Section", "Block", "RawRecords",
-           "RawBlocks",
-           "EPB_FLAG_TSO", "BLOCK_EPB", "BLOCK_SPB", "BLOCK_PB"]
+           "RawBlocks", "HostRecords", "EPB_FLAG_TSO", "BLOCK_EPB", "BLOCK_SPB", "BLOCK_PB"]
 
 # pcapng EPB flags word bit 11: "TCP segmentation offloaded" (a received
 # packet made of several link-layer packets, or a TX packet before
@@ -245,3 +244,28 @@ class RawBlocks:
 
     def __repr__(self):
         return f"RawBlocks(n={self.n}, bytes={len(self.data)})"
+
+
+class HostRecords:
+    """Classic pcap records already laid out (16-byte header + frame each)
+    in the host's byte order with nanosecond timestamp fractions: what the
+    compiled restore of ``split --restore`` gives back
+    (:class:`pcapgro.restore.Restorer` with ``records_out``).  Only a
+    writer with ``takes_host_records`` (PcapWriter) takes them; it turns
+    the headers into its own byte order and resolution in place.
+
+    Attributes:
+        data:   the records (a writable buffer: a bytearray or a view of one).
+        n:      how many records.
+        maxcap: the largest captured length among them, bytes.
+    """
+
+    __slots__ = ("data", "n", "maxcap")
+
+    def __init__(self, data, n, maxcap):
+        self.data = data
+        self.n = n
+        self.maxcap = maxcap
+
+    def __repr__(self):
+        return f"HostRecords(n={self.n}, bytes={len(self.data)})"

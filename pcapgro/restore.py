@@ -68,18 +68,20 @@ flags, timestamps).
 
 import os
 import re
+import sys
 import zlib
+from collections import deque
 from urllib.parse import quote, unquote_to_bytes
 
-import numpy as np
-
-from .capture.pcapng import ns_to_ts
-from .checksum import ipv4_header_ok
+from .capture.pcapng import epb_packet, ns_to_ts
+from .checksum import LazyNumpy, ipv4_header_ok
 from .linklayer import ETH_P_IP, network_layer
-from .record import (BLOCK_EPB, BLOCK_PB, BLOCK_SPB, EPB_FLAG_TSO, Interface, Packet,
-                     PacketMeta, Section)
+from .record import (BLOCK_EPB, BLOCK_PB, BLOCK_SPB, EPB_FLAG_TSO, HostRecords, Interface,
+                     Packet, PacketMeta, Section)
 
 __all__ = ["TAG", "encode", "decode", "restore", "Restorer", "RecordMismatch"]
+
+np = LazyNumpy(globals())      # numpy, imported when merge first diffs headers
 
 TAG = "pcapgro-restore v1 "
 AGG_TAG = "pcapgro: GRO aggregate"
@@ -364,6 +366,19 @@ def _pick_rows():
 
 
 _rows = _pick_rows()
+
+
+def _pick_restore():
+    """The compiled restore (``pcapgro/_restore.c``: the common kind of
+    record laid out as pcap records, see :class:`Restorer`), or None when
+    the extension is missing or ``PCAPGRO_NO_C`` is set."""
+    if os.environ.get("PCAPGRO_NO_C"):
+        return None
+    try:
+        from . import _restore
+    except ImportError:      # pragma: no cover - depends on the build
+        return None
+    return _restore.restore
 
 
 def _diff1(orig, ref):
@@ -896,6 +911,13 @@ class Restorer:
                ``unfit`` (packets whose record does not fit them or names
                input positions already taken: an edited capture; passed as
                they are, also counted in ``passed``).
+        records_out: set (by the pipeline) when the writer takes
+               :class:`~pcapgro.record.HostRecords`: then the packets of the
+               common kind of record (untagged Ethernet / IP / TCP, no
+               metadata left after the record; see pcapgro/_restore.c) are
+               given back as pcap records laid out by the compiled restore,
+               the same bytes as the Packets :func:`restore` gives back;
+               every other packet takes the Python path.
     """
 
     def __init__(self):
@@ -908,6 +930,9 @@ class Restorer:
         self._before = {}        # input index -> blocks that go just before it
         self._waiting = []       # blocks read since the last packet
         self._ifs = []           # this section's interfaces: ns_to_ts()
+        self._spans = []         # per interface: the ns times it holds, [lo, hi)
+        self.records_out = False
+        self._c = None           # the compiled restore, once records_out is seen
 
     def process(self, events):
         """Generator over events (see :mod:`pcapgro.record`), giving back
@@ -926,22 +951,39 @@ class Restorer:
         what GRO held at once.  Never raises on a record's content; nothing
         is dropped.
         """
+        self._c = _pick_restore() if self.records_out else None
         for ev in events:
             t = type(ev)
+            if t is tuple:
+                # an EPB the reader's hook restored (reader_hook)
+                if self._waiting:
+                    yield from self._place_blocks(None)
+                fast = self._fits_now(ev[0], ev[1])
+                if fast is not None:
+                    yield from self._place_runs(*fast)
+                else:
+                    yield from self._packet(epb_packet(*ev[4:], ev[2], ev[3]))
+                continue
             if t is Packet:
                 if self._waiting:
-                    yield from self._place_blocks(ev)
-                yield from self._packet(ev)
+                    yield from self._place_blocks(ev.meta)
+                fast = self._fast(ev) if self._c is not None else None
+                if fast is not None:
+                    yield from self._place_runs(*fast)
+                else:
+                    yield from self._packet(ev)
                 continue
             if t is Section:
                 yield from self._drain()
                 self._ifs = []
+                self._spans = []
                 # merge counts input indexes over the whole file, not per
                 # section: _nxt goes on
             elif t is Interface:
                 yield from self._drain_waiting()
                 ev = restore_interface(ev)
                 self._ifs.append(ns_to_ts(ev.tsresol, ev.tsoffset))
+                self._spans.append(_span(self._ifs[-1]))
             else:
                 self._waiting.append(ev)
                 continue
@@ -985,6 +1027,110 @@ class Restorer:
                 self._nxt += 1
         yield from self._release()
 
+    def reader_hook(self):
+        """What a PcapngReader's ``epb_hook`` may be set to while it feeds
+        this Restorer with ``records_out`` (the pipeline does): the
+        compiled walk of pcapgro/_restore.c, which restores the EPBs
+        :meth:`_fast` would take straight from the reader's buffer (no
+        Packet made); None without the extension or with PCAPGRO_NO_C."""
+        if _pick_restore() is None:
+            return None
+        from ._restore import walk
+        return walk
+
+    def _fast(self, ev):
+        """The compiled restore of ``ev``: its packets as runs of
+        consecutive input indexes, tuples ``(first index, count, buffer,
+        start, end, maxcap)`` (pcap records in the host's byte order with
+        nanosecond fractions, bytes ``start..end`` of the buffer), and how
+        many packets; or None when it takes the Python path
+        (:meth:`_segments`: no record of the common kind, metadata left
+        once the record goes, a record that does not fit, times its
+        interface cannot hold, indexes already taken)."""
+        meta = ev.meta
+        if meta is None or meta.options:
+            return None
+        c = meta.comments
+        rec = c[-1] if c else ""
+        if not rec.startswith(TAG):
+            return None
+        full = " h=" in rec
+        if len(c) > 2 or (len(c) == 2 and not c[0].startswith(AGG_TAG if full else MOVED_TAG)):
+            return None             # comments of the packet's own stay: Python path
+        if meta.flags is not None and (not full or meta.flags & ~EPB_FLAG_TSO):
+            return None
+        r = self._c(ev.data, ev.orig_len, ev.linktype, rec)
+        return None if r is None else self._fits_now(r, ev.iface)
+
+    def _fits_now(self, r, i):
+        """``(runs, n)`` of the compiled restore's answer ``r`` (``(runs,
+        n, tmin, tmax)``) for a packet of interface ``i`` when its times
+        fit the interface and its input indexes are all still to come
+        (else None: the Python path decides, see :meth:`_fast`)."""
+        runs, n, tmin, tmax = r
+        lo, hi = self._spans[i] if 0 <= i < len(self._spans) else (0, 1 << 64)
+        if lo is None:
+            if not (_ts_fits(self._ifs, _At(tmin, i)) and _ts_fits(self._ifs, _At(tmax, i))):
+                return None
+        elif tmin < lo or tmax >= hi:
+            return None
+        nxt = self._nxt
+        keys = self._pending.keys()
+        for run in runs:
+            k = run[0]
+            if k < nxt or not keys.isdisjoint(range(k, k + run[1])):
+                return None         # positions taken: the Python path says so
+        return runs, n
+
+    def _place_runs(self, runs, n):
+        """Place the runs :meth:`_fast` gave back for one packet (``n``
+        packets; statistics as for the packets :func:`restore` gives back):
+        the list of what can be given out now, a run at the next input
+        index at once."""
+        st = self.stats
+        st["packets"] += 1
+        if n > 1:
+            st["restored"] += 1
+            st["segments"] += n
+        else:
+            st["passed"] += 1
+        pending = self._pending
+        out = []
+        for r in runs:
+            k, count = r[0], r[1]
+            if k == self._nxt and not self._before:
+                self._nxt = k + count
+                out.append(HostRecords(memoryview(r[2])[r[3]:r[4]], count, r[5]))
+                continue
+            pending[k] = r
+            if count > 1:
+                pending.update(dict.fromkeys(range(k + 1, k + count), _CONT))
+        if self._nxt in pending:
+            out += self._release()
+        return out
+
+    def _give_run(self, run):
+        """What to give out for a run (see :meth:`_fast`) placed at
+        ``_nxt`` (the blocks before its first index already given out), as
+        a list: its records at once, or one by one when blocks go before
+        indexes inside it."""
+        pending = self._pending
+        k0, count, buf, a, b, mx = run
+        last = k0 + count
+        _drop(map(pending.pop, range(k0 + 1, last)))     # its _CONT entries
+        self._nxt = last
+        before = self._before
+        if not (before and any(k0 < j < last for j in before)):
+            return [HostRecords(memoryview(buf)[a:b], count, mx)]
+        out = []
+        mv = memoryview(buf)
+        for k in range(k0, last):
+            cap = int.from_bytes(mv[a + 8:a + 12], sys.byteorder)
+            out += self._blocks_upto(k)
+            out.append(HostRecords(mv[a:a + 16 + cap], 1, cap))
+            a += 16 + cap
+        return out
+
     def _segments(self, ev):
         """``(segs, idxs)``: :func:`restore` of ``ev`` and the input indexes
         given back; ``([], idxs)`` when its record does not fit (``idxs``
@@ -1001,15 +1147,16 @@ class Restorer:
             return [], idxs
         return segs, idxs
 
-    def _place_blocks(self, ev):
-        """The blocks read since the last packet: those the record of ``ev``
-        (the next packet merge wrote) places (``x=``) go before their input
-        index, the others are given out now, where merge wrote them."""
+    def _place_blocks(self, meta):
+        """The blocks read since the last packet: those the record on
+        ``meta`` (of the next packet merge wrote) places (``x=``) go before
+        their input index, the others are given out now, where merge wrote
+        them."""
         waiting = self._waiting
         if not waiting:
             return
         self._waiting = []
-        claims = _block_claims(ev.meta)
+        claims = _block_claims(meta)
         if len(claims) > len(waiting):
             claims = []
         free = len(waiting) - len(claims)
@@ -1023,22 +1170,33 @@ class Restorer:
                 self._before.setdefault(k, []).append(b)
 
     def _blocks_upto(self, k):
-        """Give out the blocks placed before input indexes up to ``k``."""
+        """The blocks placed before input indexes up to ``k`` (a list; they
+        are taken)."""
         before = self._before
-        if before:
-            for j in sorted(x for x in before if x <= k):
-                yield from before.pop(j)
+        if not before:
+            return []
+        out = []
+        for j in sorted(x for x in before if x <= k):
+            out += before.pop(j)
+        return out
 
     def _release(self):
-        """Give out what is pending from ``_nxt`` on, as long as it is
-        contiguous (each index after the blocks placed before it)."""
+        """What is pending from ``_nxt`` on, as long as it is contiguous
+        (each index after the blocks placed before it): the list to give
+        out, taken from pending."""
         pending = self._pending
+        out = []
         while self._nxt in pending:
-            yield from self._blocks_upto(self._nxt)
+            if self._before:
+                out += self._blocks_upto(self._nxt)
             p = pending.pop(self._nxt)
+            if type(p) is tuple:
+                out += self._give_run(p)
+                continue
             self._nxt += 1
             if p is not None:
-                yield p
+                out.append(p)
+        return out
 
     def _drain_waiting(self):
         waiting, self._waiting = self._waiting, []
@@ -1048,8 +1206,13 @@ class Restorer:
         """Give out everything held, in input order (section or file end)."""
         pending = self._pending
         for k in sorted(pending):
+            if k not in pending:
+                continue            # inside a run given out (_give_run)
             yield from self._blocks_upto(k)
             p = pending.pop(k)
+            if type(p) is tuple:
+                yield from self._give_run(p)
+                continue
             if p is not None:
                 yield p
             self._nxt = k + 1
@@ -1068,6 +1231,17 @@ def _ts_fits(ifs, p):
     div, off, conv = ifs[p.iface]
     t = (p.ts - off) // div if conv is None else conv(p.ts)
     return 0 <= t < 1 << 64
+
+
+def _span(conv):
+    """``(lo, hi)``: the ns times an interface (``conv``: its
+    :func:`~pcapgro.capture.pcapng.ns_to_ts`) holds, as :func:`_ts_fits`
+    says, ``lo <= ns < hi``; ``(None, None)`` for a resolution that is not
+    a power of ten of a second (ask :func:`_ts_fits`)."""
+    div, off, f = conv
+    if f is not None:
+        return None, None
+    return off, off + (div << 64)
 
 
 def _block_claims(meta):
@@ -1101,3 +1275,17 @@ def _unrecorded(meta):
         return False
     note, rec = level(meta.comments)
     return rec is None and note is not None
+
+
+_CONT = object()    # pending: an input index inside a run placed before it (_fast)
+_drop = deque(maxlen=0).extend      # runs an iterator to its end, keeping nothing
+
+
+class _At:
+    """What :func:`_ts_fits` reads of a packet: its time and interface."""
+
+    __slots__ = ("ts", "iface")
+
+    def __init__(self, ts, iface):
+        self.ts = ts
+        self.iface = iface

@@ -165,3 +165,40 @@ def test_segment_into_equals_python_segmenter():
         assert pos == len(buf) and maxcap == max(len(d) for d, _, _ in frames)
         n_checked += 1
     assert n_checked > 150
+
+
+@needs_c
+@pytest.mark.skipif(not KERNEL.is_dir(), reason=f"no {KERNEL}")
+@pytest.mark.parametrize("kw", [{"link_rate": 0}, {"link_rate": 1_000_000},
+                                {"link_rate": 100_000_000_000, "mtu": 9000},
+                                {"mss": 1000, "fixed_id": True}, {"complete_csum": False}])
+def test_chunk_loop_settings_same_as_python(tmp_path, monkeypatch, kw):
+    """The compiled chunk loop (split_chunk) under settings the command
+    line does not reach (link rates, jumbo MTU, no checksum completion),
+    in-process on a real merged capture: the same file and statistics as
+    the Python engine."""
+    from pcapgro import pipeline
+    from pcapgro.capture import open_reader, open_writer
+    from pcapgro.gso import GSOConfig, GSOSplitter
+    m = tmp_path / "m.pcap"
+    subprocess.run([sys.executable, "-m", "pcapgro.cli", "merge", "-q",
+                    str(KERNEL / "tcp4-4flows-wire.pcap"), str(m)], check=True, cwd=REPO)
+    outs = []
+    for no_c in (False, True):
+        if no_c:
+            monkeypatch.setenv("PCAPGRO_NO_C", "1")
+        else:
+            monkeypatch.delenv("PCAPGRO_NO_C", raising=False)
+        out = tmp_path / f"o{no_c}.pcap"
+        sp = GSOSplitter(GSOConfig(annotate=True, **kw))
+        rd = open_reader(m)
+        wr = open_writer(out, "pcap")
+        try:
+            pipeline.run(rd, wr, sp.process)
+        finally:
+            rd.close()
+        wr.close()
+        assert sp.raw_out
+        outs.append((out.read_bytes(), sp.stats.to_dict()))
+    assert outs[0] == outs[1]
+    assert outs[0][1]["split"] > 0

@@ -40,7 +40,7 @@ import sys
 
 from ..errors import UnusableInput
 from ..fcs import OPT_FCSLEN, fcs_option
-from ..record import Packet, Interface, Section, Block, RawRecords
+from ..record import Packet, Interface, Section, Block, RawRecords, HostRecords
 from ._stream import ByteSource, ByteSink, FLUSH, ReaderBase, WriterBase, warn, _native
 from .pcapvariant import MODIFIED, RECORD_HEADER, STANDARD, choose
 
@@ -483,6 +483,11 @@ class PcapWriter(WriterBase):
     larger (a non-seekable output gets a warning instead).  A packet larger
     than 262144 bytes gets one warning (libpcap tools refuse those).
 
+    ``takes_host_records``: :class:`~pcapgro.record.HostRecords` events
+    (records of split --restore's compiled restore, host byte order and
+    nanoseconds) are taken, their headers turned into this file's format
+    in place.
+
     ``takes_parts``: a Packet's ``data`` may also be a list of bytes-like
     parts (an aggregate's header and its payloads, memoryviews of the input
     chunks: :attr:`pcapgro.gro.GROEngine.parts_out`): the record is their
@@ -494,6 +499,7 @@ class PcapWriter(WriterBase):
 
     format = "pcap"
     takes_parts = True
+    takes_host_records = True       # HostRecords events (split --restore)
 
     def __init__(self, f, nanosecond=None, byteorder=None):
         self._sink = ByteSink(f)
@@ -507,6 +513,8 @@ class PcapWriter(WriterBase):
         self._dropped = {"comments": 0, "flags": 0, "options": 0, "blocks": 0, "sections": 0}
         self._sections = 0
         self._pack = None
+        self._host_conv = None      # pcap_headers, when HostRecords need it
+        self._host_args = None
         self.packets = 0
         self.packet_bytes = 0
         self._on_close = None
@@ -523,6 +531,16 @@ class PcapWriter(WriterBase):
             bo = "<" if sys.byteorder == "little" else ">"
         self.byteorder = bo
         self._pack = struct.Struct(bo + "IIII").pack
+        # HostRecords (host byte order, ns fractions) into this format
+        swap = bo != ("<" if sys.byteorder == "little" else ">")
+        self._host_args = (swap, 1 if self.nanosecond else 1000)
+        self._host_conv = None
+        if swap or not self.nanosecond:
+            try:
+                from .._restore import pcap_headers
+            except ImportError:     # pragma: no cover - then none are made
+                pcap_headers = None
+            self._host_conv = pcap_headers
 
     def _interface(self, ev):
         fcs = fcs_option(ev.options)
@@ -575,6 +593,8 @@ class PcapWriter(WriterBase):
             self._dropped["blocks"] += 1
         elif type(ev) is RawRecords:
             self.write_raw(ev.data, ev.n, ev.maxcap)
+        elif type(ev) is HostRecords:
+            self._host_records(ev)
         else:
             raise TypeError(f"not a capture event: {ev!r}")
 
@@ -588,6 +608,8 @@ class PcapWriter(WriterBase):
                     if self._pack is None:
                         self._setup(ev.linktype)
                     break
+                if self._pack is not None:
+                    break           # set up by an Interface: the loop does the rest
                 self.write(ev)
             else:
                 return
@@ -633,6 +655,17 @@ class PcapWriter(WriterBase):
                     app(d)
                 n_pk += 1
                 n_by += n
+            elif type(ev) is HostRecords:
+                # records of the compiled restore: headers into this
+                # writer's format in place, then as they are
+                d = ev.data
+                if self._host_conv is not None:
+                    self._host_conv(d, ev.n, *self._host_args)
+                if ev.maxcap > maxlen:
+                    maxlen = self._bigger(ev.maxcap)
+                app(d)
+                n_pk += ev.n
+                n_by += len(d) - 16 * ev.n
             else:
                 # counted so far first: write() may flush, and a flush may
                 # start a new parts list (ByteSink.flush)
@@ -676,6 +709,13 @@ class PcapWriter(WriterBase):
         self.packet_bytes += len(records) - 16 * n
         if sink.size >= FLUSH:
             self._flush()
+
+    def _host_records(self, ev):
+        """Write a :class:`~pcapgro.record.HostRecords` event (as
+        :meth:`_loop` does)."""
+        if self._pack is None:
+            raise ValueError("host records before the Interface event")
+        self._loop((ev,))
 
     def _bigger(self, n):
         self._maxlen = n

@@ -176,6 +176,18 @@ def _check_sjeb(buf, pos, e, bl, bo):
 _CHECK = {4: _check_nrb, 5: _check_isb, 9: _check_sjeb, 0xA: _check_dsb, CB_COPY: _check_cb}
 
 
+def epb_packet(buf, pos, e, bo, ts, lt):
+    """The Packet of the EPB at ``buf[pos:e]`` (byte order ``bo``, checked
+    by the reader; time ``ts`` ns, link type ``lt``), as the reader makes
+    it: for an EPB a :attr:`PcapngReader.epb_hook` took instead."""
+    iface, _, _, cl, ol = struct.unpack_from(bo + "IIIII", buf, pos + 8)
+    s = pos + 28
+    oe = s + ((cl + 3) & ~3)
+    return Packet(ts, buf[s:s + cl], ol, iface, lt,
+                  None if oe == e - 4 else
+                  _packet_meta(BLOCK_EPB, parse_options(buf, oe, e - 4, bo, pos), bo))
+
+
 def _packet_meta(block, opts, bo):
     comments = []
     flags = None
@@ -229,6 +241,11 @@ class PcapngReader(ReaderBase):
         self.packets = 0
         self.packet_bytes = 0
         self._warned_fine = False
+        # f(buf, pos, end, byteorder, ifs, out, packets, bytes) -> (pos,
+        # packets, bytes): takes a run of EPBs from pos, appending its own
+        # events to out and counting them (split --restore's compiled
+        # restore: pcapgro.restore.Restorer.reader_hook)
+        self.epb_hook = None
 
     def _interface(self, buf, pos, e, bo):
         lt, _res, snap = struct.unpack_from(bo + "HHI", buf, pos + 8)
@@ -266,6 +283,7 @@ class PcapngReader(ReaderBase):
         epb = struct.Struct(bo + "IIIII").unpack_from
         ifs = []        # per interface: (linktype, mul, off, conv, snaplen)
         first = True
+        hook = self.epb_hook
         while True:
             out = []
             app = out.append
@@ -274,6 +292,10 @@ class PcapngReader(ReaderBase):
             nb = 0
             try:
                 while end - pos >= 12:
+                    if hook is not None:
+                        pos, n0, nb = hook(buf, pos, end, bo, ifs, out, n0, nb)
+                        if end - pos < 12:
+                            break
                     bt, bl = tl(buf, pos)
                     if bt == SHB:
                         sbo = BOM.get(buf[pos + 8:pos + 12])

@@ -92,6 +92,7 @@ class _RawState:
         self.held = None        # Packet whose split waits for the next time
         self.held_rec = None    # (memoryview, data offset) of its verbatim record
         self.rec = None         # cseg.RecordOut (also sp._rec) while records are laid out
+        self.fmt = None         # (byteorder, ns per fraction unit) of the chunks
         self.out = []
 
     def _open(self, byteorder, mul):
@@ -129,38 +130,32 @@ class _RawState:
                 r.packet(q)
 
     def chunk(self, lb):
-        """Split every record of RecordChunk ``lb``."""
-        lb.columns()
-        offs, caps, origs, tss, mv = lb.off, lb.cap, lb.orig, lb.ts, lb.mv
-        lt = lb.linktype
-        if self.held is not None:
-            self._emit(tss[0] if tss else None)
-        self._open(lb.byteorder, lb.mul)
-        emit = self._emit
-        run = self.sp._passed_run(lb)
-        flat = run is not None          # untagged Ethernet, no FCS, the flat path on
-        sup = self.sp._super_tcp4_raw
+        """Split every record of RecordChunk ``lb``: runs of records the
+        compiled loop handles (:meth:`GSOSplitter._chunk_run`) go straight
+        into the record buffer, each other record through
+        :meth:`GSOSplitter.split` as a Packet (its header read alone:
+        :func:`cseg.chunk_records`)."""
+        at = cseg.chunk_records(lb)
         n = len(lb)
+        # the packet held over from the last chunk is split into this
+        # chunk's records (the compiled segmenter: same bytes)
+        self.fmt = (lb.byteorder, lb.mul)
+        self._open(*self.fmt)
+        if self.held is not None:
+            self._emit(at(0)[3] if n else None)
+        run = self.sp._chunk_run(lb)    # None: not untagged Ethernet, an FCS, ...
+        mv = memoryview(lb.buf)
+        lt = lb.linktype
         i = 0
         while i < n:
-            j, maxcap = run(i) if run is not None else (i, 0)
-            if j > i:
-                # records passed unchanged, stateless: copied as they are
-                if self.held is not None:
-                    emit(tss[i])
-                self.rec.run(mv, offs[i] - 16, offs[j - 1] + caps[j - 1], j - i, maxcap,
-                             tss[j - 1])
-                self.sp._count_passed(j - i)
-                i = j
-                continue
-            s = offs[i]
-            t = tss[i]
             if self.held is not None:
-                emit(t)
-            if flat and i + 1 < n and sup(mv, s, caps[i], origs[i], t, tss[i + 1]):
-                i += 1
-                continue
-            self.held = Packet(t, mv[s:s + caps[i]].tobytes(), origs[i], 0, lt, None)
+                self._emit(at(i)[3])
+            if run is not None:
+                i = run(i, self.rec)
+                if i >= n:
+                    break
+            s, cap, orig, ts = at(i)
+            self.held = Packet(ts, mv[s:s + cap].tobytes(), orig, 0, lt, None)
             self.held_rec = (mv, s)
             i += 1
         # the reader may reuse the chunk's buffer: the held record is
@@ -181,8 +176,11 @@ class _RawState:
         self.out.extend(self.sp._drain([ev]))
 
     def flush(self):
-        """Split the held packet, with no next time known."""
+        """Split the held packet, with no next time known (into records of
+        the last chunk's format, when there was one)."""
         if self.held is not None:
+            if self.fmt is not None and self.rec is None:
+                self._open(*self.fmt)
             self._emit(None)
 
     def take(self):

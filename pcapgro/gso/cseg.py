@@ -22,6 +22,7 @@ import struct
 
 from ..checksum import pseudo_sum_v4, pseudo_sum_v6
 from ..record import RawRecords
+from .reasons import SizeSource
 
 NATIVE_BO = "<" if __import__("sys").byteorder == "little" else ">"
 
@@ -30,8 +31,8 @@ try:
 except ImportError:         # built without a C compiler
     _gso = None
 
-__all__ = ["available", "segment_into", "segment_tcp4", "RecordOut", "passed_run",
-           "chunk_packets"]
+__all__ = ["available", "segment_into", "segment_tcp4", "RecordOut", "chunk_run",
+           "chunk_records", "chunk_packets"]
 
 
 def available():
@@ -150,17 +151,54 @@ class RecordOut:
         return r
 
 
-def passed_run(lb, mtu, complete):
-    """``f(i) -> (end, maxcap)``: the run of records of RecordChunk ``lb``
-    from ``i`` that split passes unchanged with no flow state (see
-    ``scan_passed`` in _gso.c), or None without the extension."""
-    if not available():
-        return None
-    scan = _gso.scan_passed
+# split_chunk's size source codes (pcapgro/_gso.c, enum SRC_*)
+_SOURCES = (SizeSource.OPTION, SizeSource.SYN, SizeSource.OWN_SYN, SizeSource.LARGEST,
+            SizeSource.MTU)
+
+
+def chunk_run(lb, cfg, flows, section, flow_cls, count):
+    """``f(i, rec) -> end``: the compiled loop ``_gso.split_chunk`` over
+    RecordChunk ``lb`` from record ``i``, its output
+    records appended to RecordOut ``rec``, its statistics handed to
+    ``count(npassed, nseg, ncut, aggs)`` (see
+    ``GSOSplitter._chunk_run``); ``cfg``: the GSOConfig, ``flows`` the
+    splitter's TCP flow dict (``flow_cls()`` makes a new entry)."""
+    run = _gso.split_chunk
     buf, recs, swap = lb.buf, lb.recs, lb.byteorder != NATIVE_BO
     if type(recs) is not list:
         recs = list(recs)
-    return lambda i: scan(buf, recs, i, swap, mtu, complete)
+    mul, mtu, complete, mss = lb.mul, cfg.mtu, cfg.complete_csum, cfg.mss or 0
+    explicit, fixed, rate = cfg.mtu_explicit, cfg.fixed_id, cfg.link_rate
+    sec = section
+    src = _SOURCES
+
+    def f(i, rec):
+        end, nrec, maxcap, ts, npassed, nseg, ncut, aggs = run(
+            rec.buf, buf, recs, i, swap, mul, mtu, complete, mss, explicit, fixed, rate,
+            flows, sec, flow_cls)
+        if nrec:
+            rec.n += nrec
+            rec.ts = ts
+            if maxcap > rec.maxcap:
+                rec.maxcap = maxcap
+            count(npassed, nseg, ncut, [(k, n, src[h], m) for k, n, h, m in aggs])
+        return end
+    return f
+
+
+def chunk_records(lb):
+    """``f(i) -> (data offset, captured length, original length, time ns)``
+    of record ``i`` of RecordChunk ``lb`` (16-byte record headers), read
+    from its header (what ``lb.columns()`` gives for every record, without
+    numpy: the compiled loop reads the headers itself)."""
+    hdr = struct.Struct(lb.byteorder + "IIII").unpack_from
+    buf, recs, mul = lb.buf, lb.recs, lb.mul
+
+    def f(i):
+        r = recs[i]
+        sec, frac, cap, orig = hdr(buf, r)
+        return r + 16, cap, orig, sec * 1000000000 + frac * mul
+    return f
 
 
 def chunk_packets(lb):

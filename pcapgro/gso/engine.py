@@ -65,9 +65,6 @@ _RAW = ()       # split()'s answer when the segments went into the record buffer
 _ports = struct.Struct("!HH").unpack_from
 _v4_len_frag = struct.Struct("!H2xH").unpack_from      # total length, frag word
 _addr_words = struct.Struct("!HHHH").unpack_from       # IPv4 src + dst as 16-bit words
-# EtherType, IPv4 ver/ihl, total length, ID, frag word, protocol, addresses
-# as 16-bit words, ports, TCP data offset byte, flags (from frame offset 12)
-_eth_ip4_tcp = struct.Struct("!HBxHHHxBxxHHHHHH8xBB").unpack_from
 
 
 class _Flow:
@@ -189,87 +186,51 @@ class GSOSplitter:
         from .batches import transform_batches
         return transform_batches(self, batches)
 
-    def _passed_run(self, lb):
-        """For the record path: ``f(i) -> (end, maxcap)`` giving the run of
-        records of RecordChunk ``lb`` from ``i`` that :meth:`split` passes
-        unchanged without touching flow state (pure ACKs and the like), or
-        None when it cannot be used (no extension, another link type, an
-        FCS, the flat path off)."""
-        if not self.fast_path or lb.linktype != 1 or self.fcs.get(0)[0]:
-            return None
-        return cseg.passed_run(lb, self.cfg.mtu, self.cfg.complete_csum)
-
-    def _super_tcp4_raw(self, mv, s, cap, orig, ts, next_ts):
-        """Record path, flat: the record at ``mv[s:s+cap]`` (untagged
-        Ethernet / IPv4 without options / TCP, captured in full, interface
-        0 without FCS) when it is a super-frame split with a known size:
-        its segments go into the record buffer, the same bytes, statistics
-        and flow state as :meth:`split`; True.  Anything else (a size from
-        the MTU rule that does not fit, a packet that needs no split, ...):
-        False, having changed nothing."""
-        if cap != orig or cap < 54:
-            return False
-        et, vihl, tot, ident, frag, proto, a0, a1, b0, b1, sport, dport, off, fl = \
-            _eth_ip4_tcp(mv, s + 12)
-        thl = (off >> 4) << 2
-        if (et != 0x0800 or vihl != 0x45 or proto != 6 or frag & 0x3FFF or tot + 14 != cap
-                or thl < 20 or fl & _SYN_RST):
-            return False
-        P = tot - 20 - thl
+    def _chunk_run(self, lb):
+        """For the record path: ``f(i, rec) -> end``, which lays out into
+        the :class:`~pcapgro.gso.cseg.RecordOut` ``rec`` the records of
+        RecordChunk ``lb`` from ``i`` on that the compiled loop handles
+        (``split_chunk`` in pcapgro/_gso.c: pure ACKs and the like passed
+        verbatim, untagged Ethernet / IPv4 / TCP super-frames cut with the
+        size :meth:`_tcp` would choose, the same bytes, statistics and
+        flow state as :meth:`split`), stopping at the first record it does
+        not (that one goes through :meth:`split`); None when it cannot be
+        used (no extension, another link type, an FCS, the flat path
+        off)."""
         cfg = self.cfg
-        if P <= 0 or (tot <= cfg.mtu and not cfg.mss):
-            return False                # the general path decides (SYN MSS, largest)
-        src_ip = bytes(mv[s + 26:s + 30])
-        dst_ip = bytes(mv[s + 30:s + 34])
-        sec = self.section
-        flows = self.flows
-        fl = flows.get((sec, 0, src_ip, dst_ip, sport, dport))
-        opt = thl - 20
-        if cfg.mss:
-            mss, how = cfg.mss, SizeSource.OPTION
-        else:
-            peer = flows.get((sec, 0, dst_ip, src_ip, dport, sport))
-            if peer is not None and peer.syn_mss - opt >= TCP_MIN_GSO_SIZE:
-                mss, how = peer.syn_mss - opt, SizeSource.SYN
-            elif fl is not None and fl.syn_mss - opt >= TCP_MIN_GSO_SIZE:
-                mss, how = fl.syn_mss - opt, SizeSource.OWN_SYN
-            elif fl is not None and fl.largest:
-                mss, how = fl.largest, SizeSource.LARGEST
-            else:
-                mss, how = 1 << 30, SizeSource.MTU
-            if how is SizeSource.MTU or cfg.mtu_explicit:
-                if cfg.mtu - 20 - thl < mss:
-                    mss, how = cfg.mtu - 20 - thl, SizeSource.MTU
-                if how is SizeSource.MTU and mss < TCP_MIN_GSO_SIZE:
-                    return False        # the general path refuses it
-        if P <= mss:
-            return False
-        key = (sec, 0, src_ip, dst_ip, sport, dport)
-        if fl is None:
-            flows[key] = _Flow()
-        n = -(-P // mss)
-        step = self._step(34 + thl + min(mss, P), n, ts, next_ts)
-        rec = self._rec
-        n, ncut, maxcap = cseg.segment(rec.buf, mv[s:s + cap], 14, mv[s + 14:s + 34], 4, ident,
-                                       cfg.fixed_id, 34, thl, 6, P, mss, a0 + a1 + b0 + b1 + 6,
-                                       ts, step, rec.mul, rec.swap)
-        rec.n += n
-        rec.ts = ts + (n - 1) * step
-        if maxcap > rec.maxcap:
-            rec.maxcap = maxcap
-        st = self.stats
-        st.packets += 1
-        fs = st.flows.get(("tcp",) + key)
-        l3 = None
-        if fs is None:
-            l3 = ipv4.parse(bytes(mv[s:s + cap]), 14, orig)
-        self._count(n, ncut, key, l3, sport, dport, "tcp", how, mss)
-        return True
+        if (not self.fast_path or lb.linktype != 1 or self.fcs.get(0)[0]
+                or not cseg.available() or type(cfg.link_rate) is not int):
+            return None
+        return cseg.chunk_run(lb, cfg, self.flows, self.section, _Flow, self._count_chunk)
 
-    def _count_passed(self, n):
-        """Statistics of ``n`` packets passed by such a run."""
-        self.stats.packets += n
-        self.stats.passed[Pass.SMALL] += n
+    def _count_chunk(self, npassed, nseg, ncut, aggs):
+        """Statistics of what one compiled run did: ``npassed`` packets
+        passed, super-frames ``aggs`` (``(flow key, n, SizeSource, size)``
+        each) cut into ``nseg`` segments (``ncut`` not all captured)."""
+        st = self.stats
+        st.packets += npassed + len(aggs)
+        if npassed:
+            st.passed[Pass.SMALL] += npassed
+        if not aggs:
+            return
+        st.split += len(aggs)
+        st.segments += nseg
+        st.cut_segments += ncut
+        st.csum["computed"] += nseg - ncut
+        st.csum["seed_truncated"] += ncut
+        flows = st.flows
+        for key, n, src, size in aggs:
+            fkey = ("tcp",) + key
+            fs = flows.get(fkey)
+            if fs is None:
+                a = ipaddress.ip_address(key[2])
+                b = ipaddress.ip_address(key[3])
+                fs = flows[fkey] = FlowStats(f"{a}:{key[4]} > {b}:{key[5]}", "tcp")
+            fs.split += 1
+            fs.segments += n
+            fs.sources[src] += 1
+            fs.source = src
+            fs.size = size
 
     def split(self, pkt, next_ts=None):
         """Segment one packet.

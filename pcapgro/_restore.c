@@ -1,0 +1,679 @@
+/*
+ * pcapgro._restore: the compiled restore of `pcapgro split --restore` for
+ * the common kind of record (pcapgro/restore.py is the reference, and
+ * does everything else).
+ *
+ * restore() reads one packet's restore record (see the module docstring
+ * of pcapgro/restore.py) and lays out the packets it gives back as
+ * classic pcap records in the host's byte order with nanosecond
+ * fractions (PcapWriter turns them into its own format: pcap_headers()).
+ * It handles what merge writes for Ethernet / IPv4 or IPv6 (Hop-by-Hop,
+ * Routing, Destination Options headers walked) / TCP without a tunnel:
+ * a short record "i=.. t=.." or a full one "i=.. t=.. h=.. s=.. k=..";
+ * every check of restore.decode(), restore._restore() and
+ * restore._check_fit() is made, and whatever does not pass, or is not
+ * that kind (b=, f=, m=, x=, fields of later versions, VLAN tags, UDP,
+ * tunnels, times a pcap record cannot hold, numbers beyond 63 bits), is
+ * answered None: the Python path then decides (the same bytes out:
+ * tests/test_restore_cfast.py runs both).  Optional, like the other
+ * extensions; PCAPGRO_NO_C=1 turns it off.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define TAG "pcapgro-restore v1 "
+#define MAX_HDR 512                 /* header bytes a record may give back */
+#define PCAP_TS_END 4294967296000000000LL     /* 2**32 s in ns */
+
+static uint32_t crc_table[256];
+
+static void
+crc_init(void)
+{
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[n] = c;
+    }
+}
+
+/* zlib.crc32(p[:n], crc) */
+static uint32_t
+crc32_upd(uint32_t crc, const unsigned char *p, Py_ssize_t n)
+{
+    crc = ~crc;
+    while (n--)
+        crc = crc_table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* ASCII digits p[0:n] (at least one, leading zeros allowed) as a value
+ * below 2**62; -1 if not */
+static long long
+digits(const char *p, Py_ssize_t n)
+{
+    if (n < 1)
+        return -1;
+    long long v = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (p[k] < '0' || p[k] > '9' || v >= (1LL << 62) / 10)
+            return -1;
+        v = v * 10 + (p[k] - '0');
+    }
+    return v;
+}
+
+static int
+hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;                      /* upper case is not what merge writes */
+}
+
+/* lowercase hex p[0:n] (n even, > 0, at most 2 * room bytes) into o;
+ * bytes written, or -1 */
+static Py_ssize_t
+unhex(const char *p, Py_ssize_t n, unsigned char *o, Py_ssize_t room)
+{
+    if (n < 2 || n & 1 || n / 2 > room)
+        return -1;
+    for (Py_ssize_t k = 0; k < n; k += 2) {
+        int a = hexval(p[k]), b = hexval(p[k + 1]);
+        if (a < 0 || b < 0)
+            return -1;
+        o[k / 2] = (unsigned char)(a << 4 | b);
+    }
+    return n / 2;
+}
+
+/* restore._apply: header ref (rn bytes) with diffs p[0:n] into o (room
+ * MAX_HDR); its length, or -1 when not valid (the Python path says why) */
+static Py_ssize_t
+apply_diffs(const unsigned char *ref, Py_ssize_t rn, const char *p, Py_ssize_t n,
+            unsigned char *o)
+{
+    if (n == 0) {
+        if (rn > MAX_HDR)
+            return -1;
+        memcpy(o, ref, rn);
+        return rn;
+    }
+    if (p[0] == '*')
+        return unhex(p + 1, n - 1, o, MAX_HDR);
+    if (rn > MAX_HDR)
+        return -1;
+    memcpy(o, ref, rn);
+    Py_ssize_t end = 0, i = 0;
+    while (i < n) {
+        Py_ssize_t j = i;
+        while (j < n && p[j] != ':')
+            j++;
+        long long off = digits(p + i, j - i);
+        if (off < 0 || j == n || off < end)
+            return -1;
+        Py_ssize_t a = j + 1, b = a;
+        while (b < n && p[b] != '/')
+            b++;
+        if (b - a < 2 || (b - a) & 1 || off + (b - a) / 2 > rn)
+            return -1;
+        if (unhex(p + a, b - a, o + off, rn - off) < 0)
+            return -1;
+        end = off + (b - a) / 2;
+        if (b < n && b + 1 == n)
+            return -1;              /* a trailing '/' */
+        i = b + 1;
+    }
+    return rn;
+}
+
+/* restore._transport for untagged Ethernet / IPv4 or IPv6 / TCP with no
+ * tunnel: the payload offset of frame d (n bytes), or -1 (not that kind,
+ * or not whole: the Python path decides); *v6 the IP version's flag */
+static Py_ssize_t
+tcp_payload(const unsigned char *d, Py_ssize_t n, int *v6)
+{
+    if (n < 14)
+        return -1;
+    unsigned et = (unsigned)d[12] << 8 | d[13];
+    Py_ssize_t off;
+    unsigned nh;
+    if (et == 0x0800) {
+        if (n < 34 || (d[14] >> 4) != 4 || (d[14] & 15) < 5)
+            return -1;
+        off = 14 + ((d[14] & 15) << 2);
+        nh = d[23];
+        *v6 = 0;
+    } else if (et == 0x86DD) {
+        if (n < 54)
+            return -1;
+        nh = d[20];
+        off = 54;
+        while (nh == 0 || nh == 43 || nh == 60) {
+            if (n < off + 8)
+                return -1;
+            nh = d[off];
+            off += ((Py_ssize_t)d[off + 1] + 1) << 3;
+        }
+        *v6 = 1;
+    } else {
+        return -1;
+    }
+    if (nh != 6 || n < off + 20)
+        return -1;
+    off += (d[off + 12] >> 4) << 2;
+    return off <= n ? off : -1;
+}
+
+/* restore._check_fit for such a frame: 1 when it is one GRO could have
+ * taken with its payload at hlen, else 0 */
+static int
+fits(const unsigned char *d, Py_ssize_t n, Py_ssize_t hlen)
+{
+    int v6;
+    if (tcp_payload(d, n, &v6) != hlen)
+        return 0;
+    if (v6)
+        return ((Py_ssize_t)d[18] << 8 | d[19]) == n - 54;
+    if (((Py_ssize_t)d[16] << 8 | d[17]) != n - 14)
+        return 0;
+    uint64_t s = 0;
+    Py_ssize_t ihl = (d[14] & 15) << 2;
+    for (Py_ssize_t k = 0; k < ihl; k += 2)
+        s += (unsigned)d[14 + k] << 8 | d[15 + k];
+    return s % 0xFFFF == 0;
+}
+
+/* one pcap record at o: host byte order, nanosecond fraction */
+static unsigned char *
+put_record(unsigned char *o, long long t, const unsigned char *h, Py_ssize_t hn,
+           const unsigned char *pay, Py_ssize_t pn, uint32_t orig)
+{
+    uint32_t w[4] = {(uint32_t)(t / 1000000000LL), (uint32_t)(t % 1000000000LL),
+                     (uint32_t)(hn + pn), orig};
+    memcpy(o, w, 16);
+    memcpy(o + 16, h, hn);
+    memcpy(o + 16 + hn, pay, pn);
+    return o + 16 + hn + pn;
+}
+
+/* what restore() collects while it lays out the packets of one record */
+struct out {
+    PyObject *runs;                 /* [(index, count, buf, start, end, maxcap)] */
+    PyObject *buf;                  /* the bytearray laid out */
+    unsigned char *base, *o;
+    long long run_idx, next_idx, tmin, tmax;
+    Py_ssize_t run_start, count, n, maxcap, run_max;
+};
+
+/* the run of consecutive input indexes laid out so far goes into runs */
+static int
+close_run(struct out *st)
+{
+    if (!st->count)
+        return 0;
+    PyObject *r = Py_BuildValue("(LnOnnn)", st->run_idx, st->count, st->buf, st->run_start,
+                                (Py_ssize_t)(st->o - st->base), st->run_max);
+    if (r == NULL || PyList_Append(st->runs, r) < 0) {
+        Py_XDECREF(r);
+        return -1;
+    }
+    Py_DECREF(r);
+    st->count = 0;
+    return 0;
+}
+
+/* the packet with input index idx, time t, just laid out at out->o..o2 */
+static int
+add(struct out *st, long long idx, long long t, unsigned char *o2)
+{
+    Py_ssize_t len = o2 - st->o - 16;
+    if (st->count && idx != st->next_idx && close_run(st) < 0)
+        return -1;
+    if (!st->count) {
+        st->run_idx = idx;
+        st->run_start = st->o - st->base;
+        st->run_max = 0;
+    }
+    if (len > st->run_max)
+        st->run_max = len;
+    st->count++;
+    st->n++;
+    st->next_idx = idx + 1;
+    if (t < st->tmin)
+        st->tmin = t;
+    if (t > st->tmax)
+        st->tmax = t;
+    if (len > st->maxcap)
+        st->maxcap = len;
+    st->o = o2;
+    return 0;
+}
+
+/* a field "key=" at p (field end e): its value, or NULL */
+static const char *
+field(const char *p, const char *e, char key)
+{
+    return e - p >= 2 && p[0] == key && p[1] == '=' ? p + 2 : NULL;
+}
+
+static const char *
+field_end(const char *p, const char *e)
+{
+    const char *q = memchr(p, ' ', e - p);
+    return q ? q : e;
+}
+
+/* the time field t= ("-?digits", not "-0..."): 0 <= t < 2**32 s, else -1 */
+static long long
+time_field(const char *v, const char *e)
+{
+    if (v == NULL || e - v < 1 || v[0] == '-')
+        return -1;
+    long long t = digits(v, e - v);
+    return t < PCAP_TS_END ? t : -1;
+}
+
+/* the s= rows of a full record over the aggregate's payload: each row's
+ * packet laid out; 1 done, 0 not this kind / not fitting, -1 error */
+static int
+rows(struct out *st, const char *p, const char *e, const unsigned char *h0, Py_ssize_t h0n,
+     const unsigned char *data, Py_ssize_t dn, Py_ssize_t pos, long long i0, long long t0)
+{
+    unsigned char h[MAX_HDR];
+    long long last = 0;
+    while (p < e) {
+        const char *q = memchr(p, ';', e - p);
+        const char *re = q ? q : e, *c1, *c2, *c3;
+        if ((c1 = memchr(p, ',', re - p)) == NULL || (c2 = memchr(c1 + 1, ',', re - c1 - 1))
+                == NULL || (c3 = memchr(c2 + 1, ',', re - c2 - 1)) == NULL
+                || memchr(c3 + 1, ',', re - c3 - 1))
+            return 0;
+        int neg = c1[1] == '-';
+        long long di = digits(p, c1 - p), dt = digits(c1 + 1 + neg, c2 - c1 - 1 - neg);
+        long long n = digits(c2 + 1, c3 - c2 - 1);
+        if (di <= last || dt < 0 || n < 0 || n > dn - pos || di > (1LL << 62) - i0)
+            return 0;
+        last = di;
+        long long t = t0 + (neg ? -dt : dt);
+        if (t < 0 || t >= PCAP_TS_END)
+            return 0;
+        Py_ssize_t hn = apply_diffs(h0, h0n, c3 + 1, re - c3 - 1, h);
+        if (hn < 0)
+            return 0;
+        unsigned char *o2 = put_record(st->o, t, h, hn, data + pos, n, (uint32_t)(hn + n));
+        if (!fits(st->o + 16, hn + n, hn) || hn + n >= 1LL << 32)
+            return 0;
+        if (add(st, i0 + di, t, o2) < 0)
+            return -1;
+        pos += n;
+        p = q ? q + 1 : e;
+        if (q && p == e)
+            return 0;               /* a trailing ';' */
+    }
+    return pos == dn;
+}
+
+/* restore._restore for a full record "h=.. s=.. k=.." (fields from p,
+ * text from txt: the checksum covers it up to " k="): 1, 0, -1 as rows() */
+static int
+full(struct out *st, const char *txt, const char *p, const char *e, const unsigned char *data,
+     Py_ssize_t n, uint32_t orig, long long i0, long long t0)
+{
+    const char *he = field_end(p, e), *hv = field(p, he, 'h');
+    if (hv == NULL || he == e || (Py_ssize_t)orig != n)
+        return 0;
+    const char *comma = memchr(hv, ',', he - hv);
+    long long n0 = comma ? digits(hv, comma - hv) : -1;
+    const char *sp = he + 1, *se = field_end(sp, e), *sv = field(sp, se, 's');
+    if (n0 < 0 || n0 >= 1LL << 32 || sv == NULL || se == e)
+        return 0;
+    const char *kp = se + 1, *kv = field(kp, e, 'k');
+    if (kv == NULL || e - kv != 8)
+        return 0;
+    uint32_t k = 0;
+    for (int j = 0; j < 8; j++) {
+        int x = hexval(kv[j]);
+        if (x < 0)
+            return 0;
+        k = k << 4 | (uint32_t)x;
+    }
+    int v6;
+    Py_ssize_t hlen = tcp_payload(data, n, &v6);
+    if (hlen < 0 || crc32_upd(crc32_upd(0, (const unsigned char *)txt, kp - 1 - txt), data,
+                              hlen) != k)
+        return 0;
+    unsigned char h0[MAX_HDR];
+    Py_ssize_t h0n = apply_diffs(data, hlen, comma + 1, he - comma - 1, h0);
+    if (h0n < 0 || hlen + n0 > n || t0 >= PCAP_TS_END)
+        return 0;
+    unsigned char *o2 = put_record(st->o, t0, h0, h0n, data + hlen, n0, (uint32_t)(h0n + n0));
+    if (!fits(st->o + 16, h0n + n0, h0n))
+        return 0;
+    if (add(st, i0, t0, o2) < 0)
+        return -1;
+    /* rows() checks that the payload lengths add up to the aggregate's */
+    return rows(st, sv, se, h0, h0n, data, n, hlen + n0, i0, t0);
+}
+
+PyDoc_STRVAR(restore_doc,
+"restore(data, orig_len, linktype, record) -> None or (runs, n, tmin, tmax)\n\n"
+"The packets restore record ``record`` (str: the last merge's, see\n"
+"pcapgro/restore.py) gives back from a packet (``data``: captured bytes,\n"
+"``orig_len``, ``linktype``), laid out as classic pcap records in the\n"
+"host's byte order with nanosecond fractions in a new bytearray ``buf``:\n"
+"``runs`` a list of (first input index, count, buf, start, end, maxcap)\n"
+"per run of consecutive input indexes (byte offsets into ``buf``, the\n"
+"largest captured length in the run), ``n`` the packets, ``tmin``/``tmax``\n"
+"their earliest and latest time (ns).  None when the record is not the kind this\n"
+"code handles or does not fit (pcapgro.restore.restore() then decides).");
+
+/* restore() on a frame d (n bytes captured, orig on the wire, link type
+ * lt) and record text txt[0:tn]: the result tuple, None, or NULL */
+static PyObject *
+restore_core(const unsigned char *d, Py_ssize_t n, unsigned long orig, int lt, const char *txt,
+             Py_ssize_t tn)
+{
+    PyObject *res = NULL, *buf = NULL;
+    struct out st = {NULL};
+    const char *e = txt + tn, *p = txt + strlen(TAG);
+    if (lt != 1 || tn < (Py_ssize_t)strlen(TAG) || memcmp(txt, TAG, strlen(TAG))
+            || orig > 0xFFFFFFFFul)
+        goto none;
+    const char *ie = field_end(p, e), *iv = field(p, ie, 'i');
+    long long i0 = iv ? digits(iv, ie - iv) : -1;
+    if (i0 < 0 || i0 >= 1LL << 62 || ie == e)
+        goto none;
+    const char *tp = ie + 1, *te = field_end(tp, e);
+    long long t0 = time_field(field(tp, te, 't'), te);
+    if (t0 < 0)
+        goto none;
+    /* packets: the first, and one per s= row (rows = semicolons + 1) */
+    Py_ssize_t npk = 2;
+    for (const char *q = te; q < e; q++)
+        npk += *q == ';';
+    /* room: each packet's record header and header block (at most
+     * MAX_HDR), and the payloads, which add up to at most the frame */
+    Py_ssize_t size = te == e ? 16 + n : npk * (16 + MAX_HDR) + n;
+    buf = PyByteArray_FromStringAndSize(NULL, size);
+    st.runs = PyList_New(0);
+    if (buf == NULL || st.runs == NULL)
+        goto done;
+    st.buf = buf;
+    st.base = st.o = (unsigned char *)PyByteArray_AS_STRING(buf);
+    st.tmin = PCAP_TS_END;
+    st.tmax = -1;
+    int r;
+    if (te == e) {                  /* a packet written unchanged, moved */
+        unsigned char *o2 = put_record(st.o, t0, d, n, NULL, 0, (uint32_t)orig);
+        r = add(&st, i0, t0, o2) < 0 ? -1 : 1;
+    } else {
+        r = full(&st, txt, te + 1, e, d, n, (uint32_t)orig, i0, t0);
+    }
+    if (r < 0)
+        goto done;
+    if (r == 0)
+        goto none;
+    if (close_run(&st) < 0)
+        goto done;
+    if (PyByteArray_Resize(buf, st.o - st.base) < 0)
+        goto done;
+    res = Py_BuildValue("(OnLL)", st.runs, st.n, st.tmin, st.tmax);
+    goto done;
+none:
+    res = Py_None;
+    Py_INCREF(res);
+done:
+    Py_XDECREF(st.runs);
+    Py_XDECREF(buf);
+    return res;
+}
+
+static PyObject *
+restore(PyObject *self, PyObject *args)
+{
+    Py_buffer b;
+    PyObject *rec, *res;
+    unsigned long orig;
+    int lt;
+    if (!PyArg_ParseTuple(args, "y*kiU", &b, &orig, &lt, &rec))
+        return NULL;
+    Py_ssize_t tn;
+    const char *txt = PyUnicode_AsUTF8AndSize(rec, &tn);
+    if (txt == NULL) {              /* surrogates: the Python path */
+        PyErr_Clear();
+        res = Py_None;
+        Py_INCREF(res);
+    } else {
+        res = restore_core(b.buf, b.len, orig, lt, txt, tn);
+    }
+    PyBuffer_Release(&b);
+    return res;
+}
+
+static inline uint32_t
+rd32(const unsigned char *p, int big)
+{
+    return big ? (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]
+               : (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
+}
+
+static inline unsigned
+rd16(const unsigned char *p, int big)
+{
+    return big ? (unsigned)p[0] << 8 | p[1] : (unsigned)p[1] << 8 | p[0];
+}
+
+#define AGG_TAG "pcapgro: GRO aggregate"
+#define MOVED_TAG "pcapgro: held by GRO"
+
+static int
+starts(const unsigned char *p, Py_ssize_t n, const char *tag)
+{
+    Py_ssize_t k = (Py_ssize_t)strlen(tag);
+    return n >= k && !memcmp(p, tag, k);
+}
+
+/* the options of an EPB (o..oe): the comments and flags Restorer._fast
+ * takes (1 or 2 comments, the last a record in ASCII, an earlier one the
+ * merge's note; no flags but TSO on a full record; nothing else): 1 and
+ * *rec / *rn the record, else 0 */
+static int
+epb_options(const unsigned char *o, const unsigned char *oe, int big, const char **rec,
+            Py_ssize_t *rn)
+{
+    const unsigned char *c[3];
+    Py_ssize_t cn[3];
+    int nc = 0, nflags = 0;
+    uint32_t flags = 0;
+    while (o + 4 <= oe) {
+        unsigned code = rd16(o, big), len = rd16(o + 2, big);
+        if (code == 0)
+            break;
+        if (o + 4 + len > oe)
+            return 0;               /* the reader says it runs past its block */
+        if (code == 1 && nc < 3) {
+            c[nc] = o + 4;
+            cn[nc++] = len;
+        } else if (code == 2 && len == 4 && !nflags) {
+            flags = rd32(o + 4, big);
+            nflags = 1;
+        } else {
+            return 0;               /* other options stay on the packet */
+        }
+        o += 4 + ((len + 3) & ~3u);
+    }
+    if (nc < 1 || nc > 2 || !starts(c[nc - 1], cn[nc - 1], TAG))
+        return 0;
+    const unsigned char *r = c[nc - 1];
+    int full = 0;
+    for (Py_ssize_t k = 0; k < cn[nc - 1]; k++) {
+        if (r[k] >= 0x80 || r[k] == 0)
+            return 0;               /* not plain ASCII: the Python path */
+        if (k + 3 <= cn[nc - 1] && r[k] == ' ' && r[k + 1] == 'h' && r[k + 2] == '=')
+            full = 1;
+    }
+    if (nc == 2 && !starts(c[0], cn[0], full ? AGG_TAG : MOVED_TAG))
+        return 0;
+    if (nflags && (!full || (flags & ~0x800u)))
+        return 0;
+    *rec = (const char *)r;
+    *rn = cn[nc - 1];
+    return 1;
+}
+
+/* one EPB at buf[pos:end] restored as Restorer._fast would: the item
+ * tuple, None (the reader takes it: not one the compiled path handles, or
+ * damaged), or NULL */
+static PyObject *
+walk_epb(PyObject *bufo, Py_ssize_t pos, Py_ssize_t end, const char *bo, PyObject *ifs,
+         Py_ssize_t *next, Py_ssize_t *cl_out)
+{
+    const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(bufo);
+    int big = bo[0] == '>';
+    if (rd32(buf + pos, big) != 6)
+        Py_RETURN_NONE;
+    Py_ssize_t bl = rd32(buf + pos + 4, big), e = pos + bl;
+    if (bl < 32 || bl & 3 || e > end || (Py_ssize_t)rd32(buf + e - 4, big) != bl)
+        Py_RETURN_NONE;
+    uint32_t iface = rd32(buf + pos + 8, big), hi = rd32(buf + pos + 12, big);
+    uint32_t lo = rd32(buf + pos + 16, big), cl = rd32(buf + pos + 20, big);
+    uint32_t ol = rd32(buf + pos + 24, big);
+    Py_ssize_t s = pos + 28, oe = s + (((Py_ssize_t)cl + 3) & ~(Py_ssize_t)3);
+    if (oe > e - 4 || oe == e - 4 || (Py_ssize_t)iface >= PyList_GET_SIZE(ifs))
+        Py_RETURN_NONE;
+    PyObject *f = PyList_GET_ITEM(ifs, iface);
+    if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) < 4 || PyTuple_GET_ITEM(f, 3) != Py_None)
+        Py_RETURN_NONE;
+    long lt = PyLong_AsLong(PyTuple_GET_ITEM(f, 0));
+    long long mul = PyLong_AsLongLong(PyTuple_GET_ITEM(f, 1));
+    long long off = PyLong_AsLongLong(PyTuple_GET_ITEM(f, 2));
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    unsigned long long ticks = (unsigned long long)hi << 32 | lo;
+    if (mul < 1 || ticks > (1ULL << 62) / (unsigned long long)mul || off < -(1LL << 61)
+            || off > (1LL << 61))
+        Py_RETURN_NONE;
+    long long ts = (long long)ticks * mul + off;
+    const char *rec;
+    Py_ssize_t rn;
+    if (!epb_options(buf + oe, buf + e - 4, big, &rec, &rn))
+        Py_RETURN_NONE;
+    PyObject *r = restore_core(buf + s, cl, ol, (int)lt, rec, rn);
+    if (r == NULL || r == Py_None)
+        return r;
+    PyObject *item = Py_BuildValue("(NlLlOnns)", r, (long)iface, ts, lt, bufo, pos, e, bo);
+    *next = e;
+    *cl_out = cl;
+    return item;
+}
+
+PyDoc_STRVAR(walk_doc,
+"walk(buf, pos, end, byteorder, ifs, out, packets, bytes) -> (pos, packets, bytes)\n\n"
+"PcapngReader's epb_hook (Restorer.reader_hook): from ``pos`` of the chunk\n"
+"``buf`` (bytes, blocks up to ``end``, section byte order ``byteorder``,\n"
+"the reader's interfaces ``ifs``), each Enhanced Packet Block whose\n"
+"restore record the compiled restore takes (what Restorer._fast takes)\n"
+"is restored and appended to list ``out`` as a tuple ((runs, n, tmin,\n"
+"tmax), iface, ts, linktype, buf, block start, block end, byteorder)\n"
+"instead of a Packet (the block's place, to read it as a Packet after\n"
+"all: pcapng.epb_packet).  Stops at the first block it does not take\n"
+"(the reader's own loop reads it, and reports any damage).  Returns where\n"
+"it stopped, and ``packets`` and ``bytes`` (counts so far) plus the\n"
+"packets and captured bytes it took.");
+
+static PyObject *
+walk(PyObject *self, PyObject *args)
+{
+    PyObject *bufo, *ifs, *out;
+    Py_ssize_t pos, end, n, nb;
+    const char *bo;
+    if (!PyArg_ParseTuple(args, "OnnsO!O!nn", &bufo, &pos, &end, &bo, &PyList_Type, &ifs,
+                          &PyList_Type, &out, &n, &nb))
+        return NULL;
+    if (!PyBytes_Check(bufo) || end > PyBytes_GET_SIZE(bufo) || pos < 0)
+        return Py_BuildValue("(nnn)", pos, n, nb);
+    while (end - pos >= 12) {
+        Py_ssize_t next = pos, cl = 0;
+        PyObject *item = walk_epb(bufo, pos, end, bo, ifs, &next, &cl);
+        if (item == NULL)
+            return NULL;
+        if (item == Py_None) {
+            Py_DECREF(item);
+            break;
+        }
+        int bad = PyList_Append(out, item);
+        Py_DECREF(item);
+        if (bad < 0)
+            return NULL;
+        pos = next;
+        n++;
+        nb += cl;
+    }
+    return Py_BuildValue("(nnn)", pos, n, nb);
+}
+
+PyDoc_STRVAR(headers_doc,
+"pcap_headers(buf, n, swap, div)\n\n"
+"Turn the ``n`` classic pcap records of writable ``buf`` (from restore():\n"
+"host byte order, nanosecond fractions) into a writer's format in place:\n"
+"fractions divided by ``div`` (1000: microseconds), the header words\n"
+"byte-swapped when ``swap``.");
+
+static PyObject *
+pcap_headers(PyObject *self, PyObject *args)
+{
+    Py_buffer b;
+    Py_ssize_t n;
+    int swap;
+    unsigned long div;
+    if (!PyArg_ParseTuple(args, "w*npk", &b, &n, &swap, &div))
+        return NULL;
+    unsigned char *p = b.buf;
+    Py_ssize_t off = 0, len = b.len;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t w[4];
+        if (off + 16 > len || div == 0)
+            break;
+        memcpy(w, p + off, 16);
+        Py_ssize_t cap = w[2];
+        w[1] /= (uint32_t)div;
+        if (swap)
+            for (int k = 0; k < 4; k++)
+                w[k] = (w[k] >> 24) | ((w[k] >> 8) & 0xFF00) | ((w[k] & 0xFF00) << 8) | (w[k] << 24);
+        memcpy(p + off, w, 16);
+        off += 16 + cap;
+    }
+    PyBuffer_Release(&b);
+    if (off != len) {
+        PyErr_SetString(PyExc_ValueError, "pcap_headers: records do not fill the buffer");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"restore", restore, METH_VARARGS, restore_doc},
+    {"pcap_headers", pcap_headers, METH_VARARGS, headers_doc},
+    {"walk", walk, METH_VARARGS, walk_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "pcapgro._restore",
+    "The compiled restore of pcapgro split --restore (see pcapgro/_restore.c).", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__restore(void)
+{
+    crc_init();
+    return PyModule_Create(&module);
+}
