@@ -241,7 +241,7 @@ def test_live_1gbit_loses_nothing(netns, tmp_path):
     _same_packets_nearly_same_order(got, want)
 
 
-def _same_packets_nearly_same_order(got, want, reach=16):
+def _same_packets_nearly_same_order(got, want, reach=128):
     """``got`` and ``want`` (lists of packet bytes) hold the same packets
     byte for byte, each as many times, each within ``reach`` places of
     where the other has it.  Exact order cannot be asked of two packet
@@ -249,7 +249,8 @@ def _same_packets_nearly_same_order(got, want, reach=16):
     segment received and an ACK sent; veth packets of one flow in two
     CPUs' backlogs), so two captures of the same interface can list the
     packets of one microsecond in different orders (seen: adjacent pairs
-    swapped, stamped the same microsecond in one capture)."""
+    swapped, stamped the same microsecond in one capture; on a loaded
+    2-core machine one packet 23 places away in 270,000)."""
     assert collections.Counter(got) == collections.Counter(want)
     where = collections.defaultdict(collections.deque)
     for i, d in enumerate(want):
