@@ -142,7 +142,6 @@ def verify(in_path, out_path, csum="valid", progress=None):
         if p == "-":
             raise UnusableInput(f"verify needs {label} to be a file, not standard input/output")
         _check_capture(label, p)
-    check_tshark(tshark)
     state = {}
 
     def make_sides(md5):
@@ -190,11 +189,12 @@ def _stats(a, b, c, v):
                 "events": sum(len(p.flows[0].events) for p in tcp if p.flows[0] is not None),
                 "pure_acks": side(tcp, 0, "n_acks"),
                 "packets_in": side(tcp, 0, "npkts"), "packets_out": side(tcp, 1, "npkts"),
-                "passed_ahead": v.ahead["tcp"]},
+                "passed_ahead": v.ahead["tcp"], "windows": sum(p.windows for p in tcp)},
         "udp": {"flows": len(udp), "bytes": sum(p.bytes for p in udp),
                 "datagrams_in": side(udp, 0, "npkts"), "datagrams_out": side(udp, 1, "npkts"),
-                "passed_ahead": v.ahead["udp"]},
+                "passed_ahead": v.ahead["udp"], "windows": sum(p.windows for p in udp)},
         "other": {"packets": a.n_other, "md5": a.md5},
+        "payloads": "capture" if a.pkts is not None else "tshark",
     }
 
 

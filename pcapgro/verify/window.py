@@ -121,6 +121,8 @@ def find_cut(pair, forced=False):
     both lists are cut whole."""
     a, b = pair.flows
     ra, rb = a.pending, b.pending
+    if not ra or not rb:        # one side has nothing pending (yet): no cut inside both
+        return (len(ra), len(rb), None) if forced else None
     if not ra[-1][2] and not rb[-1][2] and not any(r[2] for r in ra) and not any(r[2] for r in rb):
         return len(ra), len(rb), None   # no data: pure ACKs only
     udp = pair.proto == "udp"
