@@ -117,7 +117,9 @@ def _mismatch(lines):
     """What of the probe's output is not as expected (str), or None."""
     rows = [ln.split(SEP) for ln in lines if ln]
     if len(rows) != 2 or any(len(r) < _NLOCATED for r in rows):
-        return f"{len(rows)} lines of {[len(r) for r in rows]} fields for 2 packets"
+        n = [len(r) for r in rows]
+        return (f"{len(rows)} lines of {min(n, default=0)}-{max(n, default=0)} fields "
+                f"where 2 of {_NLOCATED} were expected")
     tcp, udp = rows
     for row, want in ((tcp, EXPECT_TCP), (udp, EXPECT_UDP)):
         for k, val in want.items():
