@@ -125,7 +125,8 @@ def test_payload_sources_agree(tmp_path, monkeypatch, located):
     run_cli("merge", "-q", "--udp", "gro", UDP_WIRE, out2, check=0)
     u = vf.verify(UDP_WIRE, out2)
     assert u.status == 0, u.problems[:3]
-    assert u.stats["udp"]["bytes"] > 0 and u.stats["udp"]["datagrams_in"] > u.stats["udp"]["datagrams_out"]
+    udp = u.stats["udp"]
+    assert udp["bytes"] > 0 and udp["datagrams_in"] > udp["datagrams_out"]
 
 
 def test_unlocatable_payload_falls_back_to_tshark(tmp_path, monkeypatch):

@@ -8,8 +8,9 @@ from __future__ import annotations
 import hashlib
 from collections import deque
 
-from .fields import (SEP, AGG, _NFIELDS, _NLOCATED, F_NUM, F_TS, F_LEN, F_CAPLEN, F_PROTOS, F_MD5, F_CB,
-                     F_VLAN, F_IPSRC, F_IPDST, F_V6SRC, F_V6DST, F_MF, F_FRAGOFF, F_V6FRAG,
+from .fields import (SEP, AGG, _NFIELDS, _NLOCATED, F_NUM, F_TS, F_LEN, F_CAPLEN, F_PROTOS,
+                     F_MD5, F_CB, F_VLAN, F_IPSRC, F_IPDST, F_V6SRC, F_V6DST, F_MF, F_FRAGOFF,
+                     F_V6FRAG,
                      F_IPCS, F_TSPORT, F_TDPORT, F_SEQ, F_ACK, F_TLEN, F_TFLAGS, F_TCS, F_TPAY,
                      F_USPORT, F_UDPORT, F_ULEN, F_UCS, F_UPAY, F_MAL, F_SEV, F_GRP, F_IPHL,
                      F_UCSUM, F_PAD, F_TRAILER, _SEV_ERROR, _GRP_CHECKSUM, _BAD, _TRUE, _FALSE,

@@ -86,13 +86,13 @@ def _pump(procs, sides, after_chunk):
     """Read the tshark pipes in this one thread and parse their lines in
     step by capture time: the side that is behind (last timestamp parsed)
     is parsed next, until it passes the other (at most ``MAX_LINES``
-    lines), ``after_chunk()`` after each step.  Both pipes are drained into buffers whenever they have output
-    (up to ``AHEAD`` unparsed bytes per side; beyond that its tshark waits
-    on its pipe), so both tsharks run at once on their own cores while the
-    comparison stays in step: only unparsed text is held for the side
-    ahead, never records.  (No reader threads: a thread parsing CPU-bound
-    while another waits on a pipe hits the GIL convoy effect, ~30 times
-    slower than this loop.)"""
+    lines), ``after_chunk()`` after each step.  Both pipes are drained
+    into buffers whenever they have output (up to ``AHEAD`` unparsed bytes
+    per side; beyond that its tshark waits on its pipe), so both tsharks
+    run at once on their own cores while the comparison stays in step:
+    only unparsed text is held for the side ahead, never records.  (No
+    reader threads: a thread parsing CPU-bound while another waits on a
+    pipe hits the GIL convoy effect, ~30 times slower than this loop.)"""
     fds = [p.stdout.fileno() for p in procs]
     for fd in fds:
         try:
