@@ -83,6 +83,7 @@ def _clean(recs, udp):
         suf[i] = m
     out = {}
     top = -inf
+    last = None
     for i, r in enumerate(recs):
         if r[2] > 0:
             if i and top <= r[1] and suf[i] >= r[1] and r[1] not in out:
@@ -90,6 +91,12 @@ def _clean(recs, udp):
             e = r[1] + r[2]
             if e > top:
                 top = e
+            last = i
+    if last is not None and last + 1 < n and top not in out:
+        # after the last data record only records without data (a pure-ACK
+        # tail: the stream's data ended, or paused): cut behind them at the
+        # data's end, or such a stream holds its ACKs until HARD_BYTES
+        out[top] = n
     return out
 
 
