@@ -26,6 +26,13 @@ from .stream import Window
 TRY_BYTES = 1 << 20         # pending bytes (per side) between two cut attempts
 HARD_BYTES = 32 << 20       # pending bytes (per side) that force a window closed
 RECORD_COST = 100           # bytes a record costs beyond its payload (pending_bytes)
+EMPTY_COST = 350            # a record without payload: its tuple ~212 bytes (tracemalloc)
+                            # and a pure ACK's acks entry ~132 (stream.Flow.add)
+
+
+def record_cost(rec):
+    """What one pending record counts toward TRY_BYTES / HARD_BYTES."""
+    return len(rec[3]) + RECORD_COST if rec[3] else EMPTY_COST
 UDP_REJ_MARGIN = 70         # datagrams kept away from a cut around a rejected one (> 64)
 
 
@@ -210,7 +217,7 @@ class Comparer:
             i = len(f.pending) if cut is None or cut[2] is None else cut[k]
             recs = f.pending[:i]
             del f.pending[:i]
-            f.pending_bytes = sum(len(r[3]) + RECORD_COST for r in f.pending)
+            f.pending_bytes = sum(record_cost(r) for r in f.pending)
             ends += [r[1] + r[2] for r in recs]
             w = Window(f.key, f.gen, recs, pair.floor)
             w.events = f.events
