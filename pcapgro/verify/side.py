@@ -5,15 +5,18 @@ what the comparison has not consumed yet."""
 
 from __future__ import annotations
 
+import hashlib
 from collections import deque
 
-from .fields import (SEP, AGG, _NFIELDS, F_NUM, F_TS, F_LEN, F_CAPLEN, F_PROTOS, F_MD5, F_CB,
-                     F_VLAN, F_IPSRC, F_IPDST, F_V6SRC, F_V6DST, F_MF, F_FRAGOFF, F_V6FRAG,
+from .fields import (SEP, AGG, _NFIELDS, _NLOCATED, F_NUM, F_TS, F_LEN, F_CAPLEN, F_PROTOS,
+                     F_MD5, F_CB, F_VLAN, F_IPSRC, F_IPDST, F_V6SRC, F_V6DST, F_MF, F_FRAGOFF,
+                     F_V6FRAG,
                      F_IPCS, F_TSPORT, F_TDPORT, F_SEQ, F_ACK, F_TLEN, F_TFLAGS, F_TCS, F_TPAY,
                      F_USPORT, F_UDPORT, F_ULEN, F_UCS, F_UPAY, F_MAL, F_SEV, F_GRP, F_IPHL,
                      F_UCSUM, F_PAD, F_TRAILER, _SEV_ERROR, _GRP_CHECKSUM, _BAD, _TRUE, _FALSE,
                      CAT_IPCS, CAT_L4CS, CAT_MAL, CAT_EXPERT, MAX_PROBLEMS,
                      _last, _int, _unhex, _parse_ts, _key)
+from .payload import NeedPayload, tcp_payload, udp_payload
 from .stream import Flow, SYN, FIN, RST
 
 TS_BACK_KEPT = 10       # frames named when timestamps go backwards; more are counted
@@ -42,6 +45,21 @@ class Side:
         self.error = None       # tshark's complaint (cut short, ...)
         self.md5 = True
         self._keys = {}
+        self.pkts = None        # the capture's packets when payloads are located (payload.py)
+        self.nfields = _NFIELDS
+        self._pkt = None        # the packet of the line being parsed (located mode)
+
+    def locate_payloads(self, pkts):
+        """Take payloads (and other packets' MD5) from ``pkts`` (an iterator
+        of the capture's :class:`~pcapgro.record.Packet`, file order)
+        instead of tshark's hex fields, which are then not asked for."""
+        self.pkts = pkts
+        self.nfields = _NLOCATED
+
+    def close(self):
+        """Close the capture reader of located mode."""
+        if self.pkts is not None:
+            self.pkts.close()
 
     def _new_flow(self, proto, key, gen):
         fl = Flow(key, gen)
@@ -52,7 +70,7 @@ class Side:
     # -- one tshark output line (the hot loop: keep it lean)
     def line(self, line):
         f = line.split(SEP)
-        if len(f) < _NFIELDS:
+        if len(f) < self.nfields:
             return
         frame = int(f[F_NUM])
         if f[F_CB]:
@@ -67,6 +85,10 @@ class Side:
                     self.ts_back.append(frame)
             self.last_ts = ts
         flen, caplen = _int(f[F_LEN]), _int(f[F_CAPLEN])
+        if self.pkts is not None:
+            pkt = self._pkt = next(self.pkts, None)
+            if pkt is None or len(pkt.data) != caplen or pkt.orig_len != flen:
+                raise NeedPayload(frame, "not the frame pcapgro's reader has there")
         if caplen is not None:
             self.bytes_read += caplen + 16
         if flen is not None and caplen is not None and caplen > flen:
@@ -102,7 +124,8 @@ class Side:
             self._udp(frame, f, cats, rej, ts)
         else:
             self.n_other += 1
-            self.other.append((frame, f[F_MD5], flen, frozenset(cats or ())))
+            md5 = f[F_MD5] if self.pkts is None else hashlib.md5(self._pkt.data).hexdigest()
+            self.other.append((frame, md5, flen, frozenset(cats or ())))
 
     def key(self, f, sport, dport):
         """(vlan ids, src, sport, dst, dport) of the innermost IP header, cached."""
@@ -120,10 +143,14 @@ class Side:
         nominal = int(v if AGG not in v else _last(v))
         v = f[F_TFLAGS]
         flags = int(v if AGG not in v else _last(v), 16) if v else 0
-        v = f[F_TPAY]
-        payload = _unhex(v if AGG not in v else _last(v)) if v else b""
-        if len(payload) > nominal:
-            payload = payload[:nominal]
+        if self.pkts is not None:
+            payload = tcp_payload(self._pkt, frame, int(_last(f[F_TSPORT])),
+                                  int(_last(f[F_TDPORT])), raw, nominal) if nominal > 0 else b""
+        else:
+            v = f[F_TPAY]
+            payload = _unhex(v if AGG not in v else _last(v)) if v else b""
+            if len(payload) > nominal:
+                payload = payload[:nominal]
         v = f[F_TCS]
         if v and (v if AGG not in v else _last(v)) in _BAD:
             if cats is None:
@@ -158,8 +185,12 @@ class Side:
 
     def _udp(self, frame, f, cats, rej, ts):
         key = self.key(f, f[F_USPORT], f[F_UDPORT])
-        payload = _unhex(_last(f[F_UPAY])) if f[F_UPAY] else b""
         ulen = _int(_last(f[F_ULEN]))
+        if self.pkts is not None:
+            payload = udp_payload(self._pkt, frame, int(_last(f[F_USPORT])),
+                                  int(_last(f[F_UDPORT])), 1 << 32)
+        else:
+            payload = _unhex(_last(f[F_UPAY])) if f[F_UPAY] else b""
         declared = ulen - 8 if ulen is not None and ulen >= 8 else len(payload)
         if ulen == 0:                   # IPv6 jumbogram
             declared = len(payload)

@@ -59,7 +59,7 @@ class Flow:
         if self.dropped:
             return
         self.pending.append(rec)
-        self.pending_bytes += len(rec[3]) + 100     # window.RECORD_COST
+        self.pending_bytes += len(rec[3]) + 100 if rec[3] else 350  # window.record_cost
         p = self.pair
         if p is not None and self.pending_bytes >= p.next_try:
             p.due.add(p)

@@ -26,6 +26,13 @@ from .stream import Window
 TRY_BYTES = 1 << 20         # pending bytes (per side) between two cut attempts
 HARD_BYTES = 32 << 20       # pending bytes (per side) that force a window closed
 RECORD_COST = 100           # bytes a record costs beyond its payload (pending_bytes)
+EMPTY_COST = 350            # a record without payload: its tuple ~212 bytes (tracemalloc)
+                            # and a pure ACK's acks entry ~132 (stream.Flow.add)
+
+
+def record_cost(rec):
+    """What one pending record counts toward TRY_BYTES / HARD_BYTES."""
+    return len(rec[3]) + RECORD_COST if rec[3] else EMPTY_COST
 UDP_REJ_MARGIN = 70         # datagrams kept away from a cut around a rejected one (> 64)
 
 
@@ -83,6 +90,7 @@ def _clean(recs, udp):
         suf[i] = m
     out = {}
     top = -inf
+    last = None
     for i, r in enumerate(recs):
         if r[2] > 0:
             if i and top <= r[1] and suf[i] >= r[1] and r[1] not in out:
@@ -90,6 +98,12 @@ def _clean(recs, udp):
             e = r[1] + r[2]
             if e > top:
                 top = e
+            last = i
+    if last is not None and last + 1 < n and top not in out:
+        # after the last data record only records without data (a pure-ACK
+        # tail: the stream's data ended, or paused): cut behind them at the
+        # data's end, or such a stream holds its ACKs until HARD_BYTES
+        out[top] = n
     return out
 
 
@@ -121,6 +135,8 @@ def find_cut(pair, forced=False):
     both lists are cut whole."""
     a, b = pair.flows
     ra, rb = a.pending, b.pending
+    if not ra or not rb:        # one side has nothing pending (yet): no cut inside both
+        return (len(ra), len(rb), None) if forced else None
     if not ra[-1][2] and not rb[-1][2] and not any(r[2] for r in ra) and not any(r[2] for r in rb):
         return len(ra), len(rb), None   # no data: pure ACKs only
     udp = pair.proto == "udp"
@@ -201,7 +217,7 @@ class Comparer:
             i = len(f.pending) if cut is None or cut[2] is None else cut[k]
             recs = f.pending[:i]
             del f.pending[:i]
-            f.pending_bytes = sum(len(r[3]) + RECORD_COST for r in f.pending)
+            f.pending_bytes = sum(record_cost(r) for r in f.pending)
             ends += [r[1] + r[2] for r in recs]
             w = Window(f.key, f.gen, recs, pair.floor)
             w.events = f.events
