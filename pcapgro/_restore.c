@@ -620,6 +620,274 @@ walk(PyObject *self, PyObject *args)
     return Py_BuildValue("(nnn)", pos, n, nb);
 }
 
+/* --- placement: Restorer's _fits_now / _place_runs / _release in C ---- */
+
+/* a run tuple (index, count, buf, start, end, maxcap) of restore(): its
+ * fields, 0; -1 (TypeError/ValueError set) when it is not one */
+static int
+run_fields(PyObject *r, long long *k, long long *c, const char **d, Py_ssize_t *len,
+           Py_ssize_t *mx)
+{
+    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 6
+            || !PyByteArray_Check(PyTuple_GET_ITEM(r, 2))) {
+        PyErr_SetString(PyExc_TypeError, "place: not a run tuple");
+        return -1;
+    }
+    PyObject *b = PyTuple_GET_ITEM(r, 2);
+    *k = PyLong_AsLongLong(PyTuple_GET_ITEM(r, 0));
+    *c = PyLong_AsLongLong(PyTuple_GET_ITEM(r, 1));
+    Py_ssize_t a = PyLong_AsSsize_t(PyTuple_GET_ITEM(r, 3));
+    Py_ssize_t e = PyLong_AsSsize_t(PyTuple_GET_ITEM(r, 4));
+    *mx = PyLong_AsSsize_t(PyTuple_GET_ITEM(r, 5));
+    if (PyErr_Occurred())
+        return -1;
+    if (a < 0 || e < a || e > PyByteArray_GET_SIZE(b) || *c < 1) {
+        PyErr_SetString(PyExc_ValueError, "place: run outside its buffer");
+        return -1;
+    }
+    *d = PyByteArray_AS_STRING(b) + a;
+    *len = e - a;
+    return 0;
+}
+
+/* the first position in held (runs sorted by first index) whose index is
+ * >= k; -1 on error */
+static Py_ssize_t
+held_find(PyObject *held, long long k)
+{
+    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(held);
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(PyList_GET_ITEM(held, mid), 0));
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        if (v < k)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* 1 when input indexes k..k+c-1 are all still to come (none below nxt,
+ * none inside a held run), 0 if not, -1 on error */
+static int
+indexes_free(PyObject *held, long long nxt, long long k, long long c)
+{
+    if (k < nxt)
+        return 0;
+    Py_ssize_t at = held_find(held, k), nh = PyList_GET_SIZE(held);
+    if (at < 0)
+        return -1;
+    long long hk, hc;
+    const char *d;
+    Py_ssize_t len, mx;
+    if (at < nh) {
+        if (run_fields(PyList_GET_ITEM(held, at), &hk, &hc, &d, &len, &mx) < 0)
+            return -1;
+        if (hk < k + c)
+            return 0;
+    }
+    if (at > 0) {
+        if (run_fields(PyList_GET_ITEM(held, at - 1), &hk, &hc, &d, &len, &mx) < 0)
+            return -1;
+        if (hk + hc > k)
+            return 0;
+    }
+    return 1;
+}
+
+/* the span (lo, hi) of interface i in spans (Restorer._spans): 1 when the
+ * times tmin..tmax fit it, 0 when not or when Python must decide */
+static int
+span_fits(PyObject *spans, long iface, long long tmin, long long tmax)
+{
+    if (iface < 0 || iface >= PyList_GET_SIZE(spans))
+        return tmin >= 0;           /* (0, 2**64): tmax < 2**62 always */
+    PyObject *sp = PyList_GET_ITEM(spans, iface);
+    if (!PyTuple_Check(sp) || PyTuple_GET_SIZE(sp) != 2 || PyTuple_GET_ITEM(sp, 0) == Py_None)
+        return 0;
+    int olo, ohi;
+    long long lo = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(sp, 0), &olo);
+    long long hi = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(sp, 1), &ohi);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (olo > 0 || ohi < 0 || (olo == 0 && tmin < lo))
+        return 0;
+    return ohi > 0 || tmax < hi;
+}
+
+/* what place() lays out */
+struct placed {
+    unsigned char *base, *o;
+    Py_ssize_t nrec, maxcap;
+    long long nxt;
+};
+
+static int
+emit(struct placed *p, PyObject *run)
+{
+    long long k, c;
+    const char *d;
+    Py_ssize_t len, mx;
+    if (run_fields(run, &k, &c, &d, &len, &mx) < 0)
+        return -1;
+    memcpy(p->o, d, len);
+    p->o += len;
+    p->nrec += c;
+    if (mx > p->maxcap)
+        p->maxcap = mx;
+    p->nxt = k + c;
+    return 0;
+}
+
+/* the bytes of the runs of items[j:] and of held: room for place() */
+static Py_ssize_t
+place_room(PyObject *items, Py_ssize_t j, PyObject *held)
+{
+    Py_ssize_t size = 0;
+    long long k, c;
+    const char *d;
+    Py_ssize_t len, mx;
+    for (Py_ssize_t h = 0; h < PyList_GET_SIZE(held); h++) {
+        if (run_fields(PyList_GET_ITEM(held, h), &k, &c, &d, &len, &mx) < 0)
+            return -1;
+        size += len;
+    }
+    for (; j < PyList_GET_SIZE(items); j++) {
+        PyObject *it = PyList_GET_ITEM(items, j), *r, *runs;
+        if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) < 2 || !PyTuple_Check(r = PyTuple_GET_ITEM(it, 0))
+                || PyTuple_GET_SIZE(r) != 4 || !PyList_Check(runs = PyTuple_GET_ITEM(r, 0))) {
+            PyErr_SetString(PyExc_TypeError, "place: not an item of walk()");
+            return -1;
+        }
+        for (Py_ssize_t q = 0; q < PyList_GET_SIZE(runs); q++) {
+            if (run_fields(PyList_GET_ITEM(runs, q), &k, &c, &d, &len, &mx) < 0)
+                return -1;
+            size += len;
+        }
+    }
+    return size;
+}
+
+/* one item (a packet walk() restored) placed: 1, 0 when Python must place
+ * it (times its interface cannot hold, indexes taken), -1 on error */
+static int
+place_item(struct placed *p, PyObject *it, PyObject *held, PyObject *spans, long long *stats)
+{
+    PyObject *r = PyTuple_GET_ITEM(it, 0), *runs = PyTuple_GET_ITEM(r, 0);
+    long long n = PyLong_AsLongLong(PyTuple_GET_ITEM(r, 1));
+    long long tmin = PyLong_AsLongLong(PyTuple_GET_ITEM(r, 2));
+    long long tmax = PyLong_AsLongLong(PyTuple_GET_ITEM(r, 3));
+    long iface = PyLong_AsLong(PyTuple_GET_ITEM(it, 1));
+    if (PyErr_Occurred())
+        return -1;
+    if (!span_fits(spans, iface, tmin, tmax))
+        return 0;
+    Py_ssize_t nr = PyList_GET_SIZE(runs);
+    long long k, c;
+    const char *d;
+    Py_ssize_t len, mx;
+    for (Py_ssize_t q = 0; q < nr; q++) {
+        if (run_fields(PyList_GET_ITEM(runs, q), &k, &c, &d, &len, &mx) < 0)
+            return -1;
+        int f = indexes_free(held, p->nxt, k, c);
+        if (f <= 0)
+            return f;
+    }
+    stats[0]++;
+    if (n > 1) {
+        stats[1]++;
+        stats[2] += n;
+    } else {
+        stats[3]++;
+    }
+    for (Py_ssize_t q = 0; q < nr; q++) {
+        PyObject *run = PyList_GET_ITEM(runs, q);
+        if (run_fields(run, &k, &c, &d, &len, &mx) < 0)
+            return -1;
+        if (k == p->nxt) {
+            if (emit(p, run) < 0)
+                return -1;
+            continue;
+        }
+        Py_ssize_t at = held_find(held, k);
+        if (at < 0 || PyList_Insert(held, at, run) < 0)
+            return -1;
+    }
+    /* _release: the held runs that now follow on */
+    while (PyList_GET_SIZE(held)) {
+        PyObject *h0 = PyList_GET_ITEM(held, 0);
+        if (run_fields(h0, &k, &c, &d, &len, &mx) < 0)
+            return -1;
+        if (k != p->nxt)
+            break;
+        if (emit(p, h0) < 0 || PyList_SetSlice(held, 0, 1, NULL) < 0)
+            return -1;
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(place_doc,
+"place(items, j, nxt, held, spans) -> (j, nxt, data, nrec, maxcap, packets,\n"
+"restored, segments, passed)\n\n"
+"Restorer's placement (_fits_now, _place_runs, _release) of the packets\n"
+"walk() restored, ``items[j:]`` (its tuples), while the Restorer holds\n"
+"nothing of its own (no pending packets, no blocks placed before an\n"
+"index): ``nxt`` the next input index to give out, ``held`` the list of\n"
+"run tuples (index, count, buf, start, end, maxcap) placed ahead of it,\n"
+"sorted by index (changed in place), ``spans`` the Restorer's (lo, hi) ns\n"
+"per interface.  Stops at the first item the Python path must place\n"
+"(times its interface cannot hold, indexes already given out or held).\n"
+"Returns where it stopped, the new ``nxt``, the records given out in\n"
+"input order as one bytearray (host byte order, ns: HostRecords) or None,\n"
+"how many, their largest captured length, and the statistics of the\n"
+"items placed (packets, restored, segments, passed).");
+
+static PyObject *
+place(PyObject *self, PyObject *args)
+{
+    PyObject *items, *held, *spans;
+    Py_ssize_t j;
+    long long nxt;
+    if (!PyArg_ParseTuple(args, "O!nLO!O!", &PyList_Type, &items, &j, &nxt, &PyList_Type,
+                          &held, &PyList_Type, &spans))
+        return NULL;
+    if (j < 0)
+        j = 0;
+    Py_ssize_t room = place_room(items, j, held);
+    if (room < 0)
+        return NULL;
+    PyObject *buf = PyByteArray_FromStringAndSize(NULL, room);
+    if (buf == NULL)
+        return NULL;
+    struct placed p = {NULL};
+    p.base = p.o = (unsigned char *)PyByteArray_AS_STRING(buf);
+    p.nxt = nxt;
+    long long stats[4] = {0, 0, 0, 0};
+    for (; j < PyList_GET_SIZE(items); j++) {
+        int r = place_item(&p, PyList_GET_ITEM(items, j), held, spans, stats);
+        if (r < 0) {
+            Py_DECREF(buf);
+            return NULL;
+        }
+        if (r == 0)
+            break;
+    }
+    if (!p.nrec) {
+        Py_DECREF(buf);
+        buf = Py_None;
+        Py_INCREF(buf);
+    } else if (PyByteArray_Resize(buf, p.o - p.base) < 0) {
+        Py_DECREF(buf);
+        return NULL;
+    }
+    return Py_BuildValue("(nLNnnLLLL)", j, p.nxt, buf, p.nrec, p.maxcap, stats[0], stats[1],
+                         stats[2], stats[3]);
+}
+
 PyDoc_STRVAR(headers_doc,
 "pcap_headers(buf, n, swap, div)\n\n"
 "Turn the ``n`` classic pcap records of writable ``buf`` (from restore():\n"
@@ -663,6 +931,7 @@ static PyMethodDef methods[] = {
     {"restore", restore, METH_VARARGS, restore_doc},
     {"pcap_headers", pcap_headers, METH_VARARGS, headers_doc},
     {"walk", walk, METH_VARARGS, walk_doc},
+    {"place", place, METH_VARARGS, place_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -31,10 +31,15 @@ from __future__ import annotations
 import gc
 
 from .errors import DamagedInput
+from .record import HostRecords
 
 __all__ = ["run", "counts"]
 
 BATCH = 1024   # events handed to the writer at once (transform path)
+# HostRecords of at least this many records go to the writer at once, with
+# the events before them (the compiled placement gives one per reader chunk:
+# 1024 of those would be ~4 GiB)
+BATCH_RECORDS = 64
 GC_GEN0 = 50_000   # gen-0 GC threshold while a batch transform runs
 
 
@@ -147,7 +152,7 @@ def run(reader, writer, transform=None, progress=None):
         try:
             for ev in transform(iter(reader)):
                 app(ev)
-                if len(batch) >= BATCH:
+                if len(batch) >= BATCH or type(ev) is HostRecords and ev.n >= BATCH_RECORDS:
                     wb(batch)
                     batch.clear()
                     if progress is not None:
