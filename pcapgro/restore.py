@@ -357,7 +357,8 @@ def _pick_place():
     :meth:`Restorer._batch`), or None as for :func:`_pick_restore`."""
     if _pick_restore() is None:
         return None
-    from ._restore import place
+    from ._restore import keep_heap, place
+    keep_heap()         # chunk-sized blocks reused, not fresh pages each time
     return place
 
 
