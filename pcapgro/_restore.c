@@ -722,12 +722,39 @@ span_fits(PyObject *spans, long iface, long long tmin, long long tmax)
     return ohi > 0 || tmax < hi;
 }
 
-/* what place() lays out */
+/* what place() gives out: the runs' bytes as parts (not copied) */
 struct placed {
-    unsigned char *base, *o;
-    Py_ssize_t nrec, maxcap;
+    PyObject *parts;                /* list of bytearrays / memoryviews */
+    PyObject *cur;                  /* the bytearray of the part being grown */
+    Py_ssize_t cur_a, cur_b;        /* its bytes cur_a..cur_b */
+    Py_ssize_t nrec, maxcap, nbytes;
     long long nxt;
 };
+
+/* the part being grown goes into parts: the bytearray itself when whole,
+ * else a memoryview of its bytes (which keeps it alive) */
+static int
+close_part(struct placed *p)
+{
+    if (p->cur == NULL)
+        return 0;
+    PyObject *part;
+    if (p->cur_a == 0 && p->cur_b == PyByteArray_GET_SIZE(p->cur)) {
+        part = p->cur;
+        Py_INCREF(part);
+    } else {
+        PyObject *mv = PyMemoryView_FromObject(p->cur);
+        part = mv == NULL ? NULL : PySequence_GetSlice(mv, p->cur_a, p->cur_b);
+        Py_XDECREF(mv);
+    }
+    Py_CLEAR(p->cur);
+    if (part == NULL || PyList_Append(p->parts, part) < 0) {
+        Py_XDECREF(part);
+        return -1;
+    }
+    Py_DECREF(part);
+    return 0;
+}
 
 static int
 emit(struct placed *p, PyObject *run)
@@ -737,8 +764,17 @@ emit(struct placed *p, PyObject *run)
     Py_ssize_t len, mx;
     if (run_fields(run, &k, &c, &d, &len, &mx) < 0)
         return -1;
-    memcpy(p->o, d, len);
-    p->o += len;
+    PyObject *b = PyTuple_GET_ITEM(run, 2);
+    Py_ssize_t a = d - PyByteArray_AS_STRING(b);
+    if (p->cur != b || p->cur_b != a) {
+        if (close_part(p) < 0)
+            return -1;
+        p->cur = b;
+        Py_INCREF(b);
+        p->cur_a = a;
+    }
+    p->cur_b = a + len;
+    p->nbytes += len;
     p->nrec += c;
     if (mx > p->maxcap)
         p->maxcap = mx;
@@ -746,19 +782,13 @@ emit(struct placed *p, PyObject *run)
     return 0;
 }
 
-/* the bytes of the runs of items[j:] and of held: room for place() */
+/* items[j:] checked to be walk()'s tuples: 0, or -1 (TypeError) */
 static Py_ssize_t
-place_room(PyObject *items, Py_ssize_t j, PyObject *held)
+check_items(PyObject *items, Py_ssize_t j)
 {
-    Py_ssize_t size = 0;
     long long k, c;
     const char *d;
     Py_ssize_t len, mx;
-    for (Py_ssize_t h = 0; h < PyList_GET_SIZE(held); h++) {
-        if (run_fields(PyList_GET_ITEM(held, h), &k, &c, &d, &len, &mx) < 0)
-            return -1;
-        size += len;
-    }
     for (; j < PyList_GET_SIZE(items); j++) {
         PyObject *it = PyList_GET_ITEM(items, j), *r, *runs;
         if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) < 2 || !PyTuple_Check(r = PyTuple_GET_ITEM(it, 0))
@@ -769,10 +799,9 @@ place_room(PyObject *items, Py_ssize_t j, PyObject *held)
         for (Py_ssize_t q = 0; q < PyList_GET_SIZE(runs); q++) {
             if (run_fields(PyList_GET_ITEM(runs, q), &k, &c, &d, &len, &mx) < 0)
                 return -1;
-            size += len;
         }
     }
-    return size;
+    return 0;
 }
 
 /* one item (a packet walk() restored) placed: 1, 0 when Python must place
@@ -845,8 +874,9 @@ PyDoc_STRVAR(place_doc,
 "per interface.  Stops at the first item the Python path must place\n"
 "(times its interface cannot hold, indexes already given out or held).\n"
 "Returns where it stopped, the new ``nxt``, the records given out in\n"
-"input order as one bytearray (host byte order, ns: HostRecords) or None,\n"
-"how many, their largest captured length, and the statistics of the\n"
+"input order (host byte order, ns: HostRecords) as a list of the run\n"
+"buffers' bytearrays or memoryviews of them (not copied), or None, how\n"
+"many records, their largest captured length, and the statistics of the\n"
 "items placed (packets, restored, segments, passed).");
 
 static PyObject *
@@ -860,56 +890,55 @@ place(PyObject *self, PyObject *args)
         return NULL;
     if (j < 0)
         j = 0;
-    Py_ssize_t room = place_room(items, j, held);
-    if (room < 0)
-        return NULL;
-    PyObject *buf = PyByteArray_FromStringAndSize(NULL, room);
-    if (buf == NULL)
+    if (check_items(items, j) < 0)
         return NULL;
     struct placed p = {NULL};
-    p.base = p.o = (unsigned char *)PyByteArray_AS_STRING(buf);
+    p.parts = PyList_New(0);
+    if (p.parts == NULL)
+        return NULL;
     p.nxt = nxt;
     long long stats[4] = {0, 0, 0, 0};
     for (; j < PyList_GET_SIZE(items); j++) {
         int r = place_item(&p, PyList_GET_ITEM(items, j), held, spans, stats);
         if (r < 0) {
-            Py_DECREF(buf);
+            Py_XDECREF(p.cur);
+            Py_DECREF(p.parts);
             return NULL;
         }
         if (r == 0)
             break;
     }
-    if (!p.nrec) {
-        Py_DECREF(buf);
-        buf = Py_None;
-        Py_INCREF(buf);
-    } else if (PyByteArray_Resize(buf, p.o - p.base) < 0) {
-        Py_DECREF(buf);
+    if (close_part(&p) < 0) {
+        Py_DECREF(p.parts);
         return NULL;
     }
-    return Py_BuildValue("(nLNnnLLLL)", j, p.nxt, buf, p.nrec, p.maxcap, stats[0], stats[1],
-                         stats[2], stats[3]);
+    if (!p.nrec) {
+        Py_DECREF(p.parts);
+        p.parts = Py_None;
+        Py_INCREF(p.parts);
+    }
+    return Py_BuildValue("(nLNnnLLLL)", j, p.nxt, p.parts, p.nrec, p.maxcap, stats[0],
+                         stats[1], stats[2], stats[3]);
 }
 
 PyDoc_STRVAR(headers_doc,
 "pcap_headers(buf, n, swap, div)\n\n"
 "Turn the ``n`` classic pcap records of writable ``buf`` (from restore():\n"
-"host byte order, nanosecond fractions) into a writer's format in place:\n"
+"host byte order, nanosecond fractions; or a list of such buffers, each\n"
+"holding whole records, ``n`` in all) into a writer's format in place:\n"
 "fractions divided by ``div`` (1000: microseconds), the header words\n"
 "byte-swapped when ``swap``.");
 
-static PyObject *
-pcap_headers(PyObject *self, PyObject *args)
+/* pcap_headers on one buffer: the records converted, or -1 (ValueError) */
+static Py_ssize_t
+headers_in(PyObject *o, Py_ssize_t n, int swap, unsigned long div)
 {
     Py_buffer b;
-    Py_ssize_t n;
-    int swap;
-    unsigned long div;
-    if (!PyArg_ParseTuple(args, "w*npk", &b, &n, &swap, &div))
-        return NULL;
+    if (PyObject_GetBuffer(o, &b, PyBUF_WRITABLE) < 0)
+        return -1;
     unsigned char *p = b.buf;
-    Py_ssize_t off = 0, len = b.len;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    Py_ssize_t off = 0, len = b.len, i;
+    for (i = 0; i < n && off < len; i++) {
         uint32_t w[4];
         if (off + 16 > len || div == 0)
             break;
@@ -925,6 +954,39 @@ pcap_headers(PyObject *self, PyObject *args)
     PyBuffer_Release(&b);
     if (off != len) {
         PyErr_SetString(PyExc_ValueError, "pcap_headers: records do not fill the buffer");
+        return -1;
+    }
+    return i;
+}
+
+static PyObject *
+pcap_headers(PyObject *self, PyObject *args)
+{
+    PyObject *o;
+    Py_ssize_t n;
+    int swap;
+    unsigned long div;
+    if (!PyArg_ParseTuple(args, "Onpk", &o, &n, &swap, &div))
+        return NULL;
+    if (!PyList_Check(o)) {
+        Py_ssize_t k = headers_in(o, n, swap, div);
+        if (k < 0)
+            return NULL;
+        if (k != n) {
+            PyErr_SetString(PyExc_ValueError, "pcap_headers: fewer records than n");
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t done = 0;
+    for (Py_ssize_t q = 0; q < PyList_GET_SIZE(o); q++) {
+        Py_ssize_t k = headers_in(PyList_GET_ITEM(o, q), n - done, swap, div);
+        if (k < 0)
+            return NULL;
+        done += k;
+    }
+    if (done != n) {
+        PyErr_SetString(PyExc_ValueError, "pcap_headers: records do not add up to n");
         return NULL;
     }
     Py_RETURN_NONE;
