@@ -30,7 +30,9 @@
 #define MAX_HDR 512                 /* header bytes a record may give back */
 #define PCAP_TS_END 4294967296000000000LL     /* 2**32 s in ns */
 
-static uint32_t crc_table[256];
+/* CRC-32 (zlib's) by slicing-by-8: crc_table[k][b] is the CRC of byte b
+ * followed by k zero bytes (the byte-wise loop was 2/3 of restore()) */
+static uint32_t crc_table[8][256];
 
 static void
 crc_init(void)
@@ -39,8 +41,18 @@ crc_init(void)
         uint32_t c = n;
         for (int k = 0; k < 8; k++)
             c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[n] = c;
+        crc_table[0][n] = c;
     }
+    for (uint32_t n = 0; n < 256; n++)
+        for (int k = 1; k < 8; k++)
+            crc_table[k][n] = (crc_table[k - 1][n] >> 8)
+                              ^ crc_table[0][crc_table[k - 1][n] & 0xFF];
+}
+
+static inline uint32_t
+le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 /* zlib.crc32(p[:n], crc) */
@@ -48,8 +60,17 @@ static uint32_t
 crc32_upd(uint32_t crc, const unsigned char *p, Py_ssize_t n)
 {
     crc = ~crc;
-    while (n--)
-        crc = crc_table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    while (n >= 8) {
+        uint32_t a = crc ^ le32(p), b = le32(p + 4);
+        crc = crc_table[7][a & 0xFF] ^ crc_table[6][(a >> 8) & 0xFF]
+              ^ crc_table[5][(a >> 16) & 0xFF] ^ crc_table[4][a >> 24]
+              ^ crc_table[3][b & 0xFF] ^ crc_table[2][(b >> 8) & 0xFF]
+              ^ crc_table[1][(b >> 16) & 0xFF] ^ crc_table[0][b >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n-- > 0)
+        crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
     return ~crc;
 }
 
