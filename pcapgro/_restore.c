@@ -22,6 +22,8 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <errno.h>
+#include <unistd.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -1034,7 +1036,63 @@ keep_heap(PyObject *self, PyObject *noargs)
     Py_RETURN_FALSE;
 }
 
+PyDoc_STRVAR(read_after_doc,
+"read_after(fd, old, pos, n, need) -> (buf, got)\n\n"
+"ByteSource.refill without the join: a new bytes ``buf`` holding\n"
+"``old[pos:]`` followed by what read(2) of file descriptor ``fd`` gives,\n"
+"up to ``n`` bytes, read until ``buf`` holds at least ``need`` bytes or\n"
+"the end of the file (``got`` the bytes read; 0 when ``old[pos:]`` is\n"
+"shorter than ``need``: end of file).  Each\n"
+"input byte is copied once in user space instead of twice (read, then\n"
+"b''.join with the leftover).  Raises OSError as read(2) fails.");
+
+static PyObject *
+read_after(PyObject *self, PyObject *args)
+{
+    int fd;
+    PyObject *old;
+    Py_ssize_t pos, n, need;
+    if (!PyArg_ParseTuple(args, "iSnnn", &fd, &old, &pos, &n, &need))
+        return NULL;
+    Py_ssize_t have = PyBytes_GET_SIZE(old) - pos;
+    if (pos < 0 || have < 0 || n < 0 || n > PY_SSIZE_T_MAX - have) {
+        PyErr_SetString(PyExc_ValueError, "read_after: bad position or size");
+        return NULL;
+    }
+    PyObject *buf = PyBytes_FromStringAndSize(NULL, have + n);
+    if (buf == NULL)
+        return NULL;
+    char *b = PyBytes_AS_STRING(buf);
+    memcpy(b, PyBytes_AS_STRING(old) + pos, have);
+    Py_ssize_t got = 0;
+    while (got < n && have + got < need) {
+        ssize_t k;
+        Py_BEGIN_ALLOW_THREADS
+        k = read(fd, b + have + got, (size_t)(n - got));
+        Py_END_ALLOW_THREADS
+        if (k < 0) {
+            if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0) {
+                    Py_DECREF(buf);
+                    return NULL;
+                }
+                continue;
+            }
+            PyErr_SetFromErrno(PyExc_OSError);
+            Py_DECREF(buf);
+            return NULL;
+        }
+        if (k == 0)
+            break;
+        got += k;
+    }
+    if (got != n && _PyBytes_Resize(&buf, have + got) < 0)
+        return NULL;
+    return Py_BuildValue("(Nn)", buf, got);
+}
+
 static PyMethodDef methods[] = {
+    {"read_after", read_after, METH_VARARGS, read_after_doc},
     {"keep_heap", keep_heap, METH_NOARGS, malloc_doc},
     {"restore", restore, METH_VARARGS, restore_doc},
     {"pcap_headers", pcap_headers, METH_VARARGS, headers_doc},

@@ -284,6 +284,8 @@ class PcapngReader(ReaderBase):
         ifs = []        # per interface: (linktype, mul, off, conv, snaplen)
         first = True
         hook = self.epb_hook
+        if hook is not None:
+            src.direct_reads()      # split --restore: chunks read without a join
         while True:
             out = []
             app = out.append
