@@ -1129,7 +1129,8 @@ class Restorer:
         this Restorer with ``records_out`` (the pipeline does): the
         compiled walk of pcapgro/_restore.c, which restores the EPBs
         :meth:`_fast` would take straight from the reader's buffer (no
-        Packet made); None without the extension or with PCAPGRO_NO_C."""
+        Packet made), its tuples handed on as one list per call (placed by
+        :meth:`_batch`); None without the extension or with PCAPGRO_NO_C."""
         if _pick_restore() is None:
             return None
         from ._restore import walk
