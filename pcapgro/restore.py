@@ -931,7 +931,9 @@ class Restorer:
                metadata left after the record; see pcapgro/_restore.c) are
                given back as pcap records laid out by the compiled restore,
                the same bytes as the Packets :func:`restore` gives back;
-               every other packet takes the Python path.
+               every other packet takes the Python path.  Those the
+               reader's hook restored are also placed in input order by
+               compiled code (:meth:`_batch`), one HostRecords per chunk.
     """
 
     def __init__(self):
