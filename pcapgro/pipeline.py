@@ -31,10 +31,15 @@ from __future__ import annotations
 import gc
 
 from .errors import DamagedInput
+from .record import HostRecords
 
 __all__ = ["run", "counts"]
 
 BATCH = 1024   # events handed to the writer at once (transform path)
+# HostRecords of at least this many records go to the writer at once, with
+# the events before them (the compiled placement gives one per reader chunk:
+# 1024 of those would be ~4 GiB)
+BATCH_RECORDS = 64
 GC_GEN0 = 50_000   # gen-0 GC threshold while a batch transform runs
 
 
@@ -61,12 +66,39 @@ def _records_out(eng, reader, writer):
     """Packets given back by a transform with ``records_out``
     (:class:`pcapgro.restore.Restorer`) may go to a writer that
     ``takes_host_records`` as records the compiled restore lays out, and
-    be taken from the reader's buffer (its ``epb_hook``: no Packet made)."""
+    be taken from the reader's buffer (its ``epb_hook``: no Packet made).
+    True when the reader's hook was set."""
     if getattr(writer, "takes_host_records", False) and hasattr(eng, "records_out"):
         eng.records_out = True
         hook = eng.reader_hook()
         if hook is not None and hasattr(reader, "epb_hook"):
             reader.epb_hook = hook
+            return True
+    return False
+
+
+def _events_through(reader, writer, transform, progress):
+    """run() for a transform of event iterators: its events go to the
+    writer in lists of BATCH (a HostRecords of BATCH_RECORDS or more at
+    once, with what is before it)."""
+    wb = writer.write_batch
+    batch = []
+    app = batch.append
+    try:
+        for ev in transform(iter(reader)):
+            app(ev)
+            if len(batch) >= BATCH or type(ev) is HostRecords and ev.n >= BATCH_RECORDS:
+                wb(batch)
+                batch.clear()
+                if progress is not None:
+                    progress(reader.bytes_read)
+    except DamagedInput:
+        # everything before the damage goes out before the error does
+        if batch:
+            wb(batch)
+        raise
+    if batch:
+        wb(batch)
 
 
 def run(reader, writer, transform=None, progress=None):
@@ -140,25 +172,15 @@ def run(reader, writer, transform=None, progress=None):
         finally:
             gc.set_threshold(*thresholds)
     else:
-        wb = writer.write_batch
-        batch = []
-        app = batch.append
-        _records_out(getattr(transform, "__self__", None), reader, writer)
+        thresholds = gc.get_threshold()
+        if _records_out(getattr(transform, "__self__", None), reader, writer):
+            # the compiled walk makes a few tuples per packet, no cycles:
+            # collections spaced out as for GRO (~8% of split --restore)
+            gc.set_threshold(max(thresholds[0], GC_GEN0), *thresholds[1:])
         try:
-            for ev in transform(iter(reader)):
-                app(ev)
-                if len(batch) >= BATCH:
-                    wb(batch)
-                    batch.clear()
-                    if progress is not None:
-                        progress(reader.bytes_read)
-        except DamagedInput:
-            # everything before the damage goes out before the error does
-            if batch:
-                wb(batch)
-            raise
-        if batch:
-            wb(batch)
+            _events_through(reader, writer, transform, progress)
+        finally:
+            gc.set_threshold(*thresholds)
     if progress is not None:
         progress(reader.bytes_read)
     return counts(reader, writer)

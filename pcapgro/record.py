@@ -255,7 +255,9 @@ class HostRecords:
     the headers into its own byte order and resolution in place.
 
     Attributes:
-        data:   the records (a writable buffer: a bytearray or a view of one).
+        data:   the records (a writable buffer: a bytearray or a view of one;
+                or a list of such buffers, each holding whole records, written
+                one after the other without being joined).
         n:      how many records.
         maxcap: the largest captured length among them, bytes.
     """

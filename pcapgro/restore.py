@@ -352,6 +352,20 @@ def _rows_py(h0, hdrs, dts, lens, dis):
         for h, dt, n, di in zip(hdrs, dts, lens, dis)])
 
 
+def _pick_place():
+    """The compiled placement (``pcapgro._restore.place``, see
+    :meth:`Restorer._batch`), or None as for :func:`_pick_restore`."""
+    if _pick_restore() is None:
+        return None
+    from ._restore import keep_heap, place
+    keep_heap()         # chunk-sized blocks reused, not fresh pages each time
+    return place
+
+
+def _first(run):
+    return run[0]
+
+
 def _pick_rows():
     """The compiled row encoder (one C pass, no numpy or f-string per
     segment: annotated pcapng output spent ~40% of its time here) unless
@@ -917,7 +931,9 @@ class Restorer:
                metadata left after the record; see pcapgro/_restore.c) are
                given back as pcap records laid out by the compiled restore,
                the same bytes as the Packets :func:`restore` gives back;
-               every other packet takes the Python path.
+               every other packet takes the Python path.  Those the
+               reader's hook restored are also placed in input order by
+               compiled code (:meth:`_batch`), one HostRecords per chunk.
     """
 
     def __init__(self):
@@ -933,6 +949,11 @@ class Restorer:
         self._spans = []         # per interface: the ns times it holds, [lo, hi)
         self.records_out = False
         self._c = None           # the compiled restore, once records_out is seen
+        self._place = None       # the compiled placement (_restore.place), likewise
+        # runs the compiled placement holds ahead of _nxt (sorted by first
+        # index) while _pending is empty; put into _pending (_absorb)
+        # before the Python path places anything
+        self._held = []
 
     def process(self, events):
         """Generator over events (see :mod:`pcapgro.record`), giving back
@@ -952,8 +973,17 @@ class Restorer:
         is dropped.
         """
         self._c = _pick_restore() if self.records_out else None
+        self._place = _pick_place() if self.records_out else None
         for ev in events:
             t = type(ev)
+            if t is list:
+                # the EPBs one call of the reader's hook restored (reader_hook)
+                if self._waiting:
+                    yield from self._place_blocks(None)
+                yield from self._batch(ev)
+                continue
+            if self._held and (t is Packet or t is tuple or t is Section):
+                self._absorb()
             if t is tuple:
                 # an EPB the reader's hook restored (reader_hook)
                 if self._waiting:
@@ -988,7 +1018,76 @@ class Restorer:
                 self._waiting.append(ev)
                 continue
             yield ev
+        if self._held:
+            self._absorb()
         yield from self._drain()
+
+    def _batch(self, items):
+        """Place the packets one call of the compiled walk restored
+        (``items``: its tuples, see :meth:`reader_hook`): in one compiled
+        call (:func:`pcapgro._restore.place`) while the Restorer holds
+        nothing of its own, else, and for a packet that call leaves
+        (times, taken indexes), as :meth:`_fits_now` and :meth:`_packet`
+        say.  Gives out what can go now (HostRecords, Packets, blocks)."""
+        j, n = 0, len(items)
+        while j < n:
+            if self._place is not None and not self._before and self._to_held():
+                j, out = self._placed(items, j)
+                if out is not None:
+                    yield out
+                if j == n:
+                    return
+            if self._held:
+                self._absorb()
+            ev = items[j]
+            j += 1
+            fast = self._fits_now(ev[0], ev[1])
+            if fast is not None:
+                yield from self._place_runs(*fast)
+            else:
+                yield from self._packet(epb_packet(*ev[4:], ev[2], ev[3]))
+
+    def _placed(self, items, j):
+        """The compiled placement of ``items[j:]`` (see :meth:`_batch`):
+        where it stopped, and the HostRecords it gives out (or None)."""
+        j, self._nxt, data, nrec, mx, pk, rs, sg, ps = self._place(
+            items, j, self._nxt, self._held, self._spans)
+        st = self.stats
+        st["packets"] += pk
+        st["restored"] += rs
+        st["segments"] += sg
+        st["passed"] += ps
+        return j, (HostRecords(data, nrec, mx) if nrec else None)
+
+    def _to_held(self):
+        """True when the compiled placement may take over: nothing
+        pending, or only runs of the compiled restore (then moved to
+        ``_held``, sorted)."""
+        pending = self._pending
+        if not pending:
+            return True
+        runs = []
+        for v in pending.values():
+            if type(v) is tuple:
+                runs.append(v)
+            elif v is not _CONT:
+                return False        # a Packet (or None) of the Python path
+        runs.sort(key=_first)
+        self._held = runs
+        pending.clear()
+        return True
+
+    def _absorb(self):
+        """Put the runs the compiled placement holds into ``_pending``
+        (the Python path's form: the run at its first index, ``_CONT`` at
+        the others)."""
+        held, self._held = self._held, []
+        pending = self._pending
+        for r in held:
+            k, count = r[0], r[1]
+            pending[k] = r
+            if count > 1:
+                pending.update(dict.fromkeys(range(k + 1, k + count), _CONT))
 
     def _packet(self, ev):
         """Place one packet of the merge output (and what it gives back)."""
@@ -1032,11 +1131,20 @@ class Restorer:
         this Restorer with ``records_out`` (the pipeline does): the
         compiled walk of pcapgro/_restore.c, which restores the EPBs
         :meth:`_fast` would take straight from the reader's buffer (no
-        Packet made); None without the extension or with PCAPGRO_NO_C."""
+        Packet made), its tuples handed on as one list per call (placed by
+        :meth:`_batch`); None without the extension or with PCAPGRO_NO_C."""
         if _pick_restore() is None:
             return None
         from ._restore import walk
-        return walk
+
+        def hook(buf, pos, end, bo, ifs, out, n, nb):
+            # the walk's packets go to process() as one list (_batch)
+            items = []
+            r = walk(buf, pos, end, bo, ifs, items, n, nb)
+            if items:
+                out.append(items)
+            return r
+        return hook
 
     def _fast(self, ev):
         """The compiled restore of ``ev``: its packets as runs of

@@ -59,7 +59,7 @@ class ByteSource:
     and keeps slices of them).
     """
 
-    __slots__ = ("f", "buf", "base", "bytes_read", "eof", "_into", "_readinto")
+    __slots__ = ("f", "buf", "base", "bytes_read", "eof", "_into", "_readinto", "_direct")
 
     def __init__(self, f, head=b"", into=False):
         self.f = f
@@ -71,6 +71,22 @@ class ByteSource:
         # readinto only where its semantics are read()'s (a subclass or
         # another file-like object may define read() alone, or differently)
         self._readinto = f.readinto if into and type(f) in _READINTO else None
+        self._direct = None         # (read_after, fd): see direct_reads()
+
+    def direct_reads(self):
+        """From now on, when ``f`` is a plain file (``io.FileIO``) and the
+        buffers are bytes, refill reads straight after the leftover
+        (``pcapgro._restore.read_after``: no ``b"".join`` copy of each
+        chunk); nothing changes without the extension.  The same bytes
+        come back."""
+        if self._into or type(self.f) is not io.FileIO:
+            return
+        try:
+            from .._restore import read_after
+            fd = self.f.fileno()
+        except (ImportError, OSError, ValueError):     # pragma: no cover
+            return
+        self._direct = (read_after, fd)
 
     def refill(self, pos, need):
         """Drop ``buf[:pos]`` and read until at least ``need`` bytes are
@@ -78,6 +94,9 @@ class ByteSource:
         position becomes 0.  Raises UnusableInput on an OS read error."""
         if self._into:
             return self._refill_into(pos, need)
+        if self._direct is not None and len(self.buf) - pos < need and not self.eof \
+                and type(self.buf) is bytes:
+            return self._refill_direct(pos, need)
         buf = self.buf[pos:]
         self.base += pos
         f = self.f
@@ -95,6 +114,22 @@ class ByteSource:
             parts.append(chunk)
             have += len(chunk)
         buf = parts[0] if len(parts) == 1 else b"".join(parts)
+        self.buf = buf
+        return buf
+
+    def _refill_direct(self, pos, need):
+        """refill() through ``read_after`` (see :meth:`direct_reads`)."""
+        read_after, fd = self._direct
+        old = self.buf
+        have = len(old) - pos
+        try:
+            buf, got = read_after(fd, old, pos, max(CHUNK, need - have), need)
+        except OSError as e:
+            raise UnusableInput(f"cannot read input: {e.strerror or e}") from None
+        self.base += pos
+        self.bytes_read += got
+        if have + got < need:
+            self.eof = True         # read(2) gave 0 bytes before need
         self.buf = buf
         return buf
 

@@ -663,9 +663,14 @@ class PcapWriter(WriterBase):
                     self._host_conv(d, ev.n, *self._host_args)
                 if ev.maxcap > maxlen:
                     maxlen = self._bigger(ev.maxcap)
-                app(d)
+                if type(d) is list:
+                    # the compiled placement's run buffers, not joined
+                    parts += d
+                    n_by += sum(map(len, d)) - 16 * ev.n
+                else:
+                    app(d)
+                    n_by += len(d) - 16 * ev.n
                 n_pk += ev.n
-                n_by += len(d) - 16 * ev.n
             else:
                 # counted so far first: write() may flush, and a flush may
                 # start a new parts list (ByteSink.flush)

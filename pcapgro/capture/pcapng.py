@@ -245,7 +245,21 @@ class PcapngReader(ReaderBase):
         # packets, bytes): takes a run of EPBs from pos, appending its own
         # events to out and counting them (split --restore's compiled
         # restore: pcapgro.restore.Restorer.reader_hook)
-        self.epb_hook = None
+        self._epb_hook = None
+
+    @property
+    def epb_hook(self):
+        """The hook :meth:`batches` calls before each block it reads itself
+        (see the comment in ``__init__``), or None.  Setting one also has
+        the chunks read straight after the leftover bytes
+        (:meth:`ByteSource.direct_reads`: no join copy per chunk)."""
+        return self._epb_hook
+
+    @epb_hook.setter
+    def epb_hook(self, f):
+        self._epb_hook = f
+        if f is not None:
+            self._src.direct_reads()
 
     def _interface(self, buf, pos, e, bo):
         lt, _res, snap = struct.unpack_from(bo + "HHI", buf, pos + 8)
