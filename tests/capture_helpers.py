@@ -95,3 +95,16 @@ def _tshark_packets(path):
 
 
 tshark = pytest.mark.skipif(not HAVE_TSHARK, reason="tshark not on PATH")
+
+
+def compiled_then_python(monkeypatch):
+    """Yield False with the compiled paths on, then True with
+    ``PCAPGRO_NO_C=1`` (the Python reference) set through ``monkeypatch``:
+    ``for no_c in compiled_then_python(monkeypatch): ...`` runs one body
+    under both."""
+    for no_c in (False, True):
+        if no_c:
+            monkeypatch.setenv("PCAPGRO_NO_C", "1")
+        else:
+            monkeypatch.delenv("PCAPGRO_NO_C", raising=False)
+        yield no_c

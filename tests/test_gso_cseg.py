@@ -14,7 +14,7 @@ import pytest
 from pcapgro.gso import cseg, ipv4, ipv6, tcp, udp
 
 from builders import pcap
-from capture_helpers import KERNEL, REPO
+from capture_helpers import KERNEL, REPO, compiled_then_python
 from test_gso_support import eth, fix_l4, ipv4 as mk4, ipv6 as mk6, payload, seed_tcp, tcp_hdr, udp_hdr
 
 needs_c = pytest.mark.skipif(not cseg.available(), reason="pcapgro._gso not built")
@@ -184,11 +184,7 @@ def test_chunk_loop_settings_same_as_python(tmp_path, monkeypatch, kw):
     subprocess.run([sys.executable, "-m", "pcapgro.cli", "merge", "-q",
                     str(KERNEL / "tcp4-4flows-wire.pcap"), str(m)], check=True, cwd=REPO)
     outs = []
-    for no_c in (False, True):
-        if no_c:
-            monkeypatch.setenv("PCAPGRO_NO_C", "1")
-        else:
-            monkeypatch.delenv("PCAPGRO_NO_C", raising=False)
+    for no_c in compiled_then_python(monkeypatch):
         out = tmp_path / f"o{no_c}.pcap"
         sp = GSOSplitter(GSOConfig(annotate=True, **kw))
         rd = open_reader(m)

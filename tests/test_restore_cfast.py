@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from capture_helpers import REPO, run_cli
+from capture_helpers import REPO, run_cli, compiled_then_python
 from pcapgro import pipeline, restore
 from pcapgro.capture import open_reader, open_writer
 from pcapgro.capture.pcap import PcapWriter
@@ -41,15 +41,9 @@ def _merged(tmp_path, src):
 
 
 def _restore_cli(src, out, no_c):
-    env = dict(os.environ)
-    env.pop("PCAPGRO_NO_C", None)
-    if no_c:
-        env["PCAPGRO_NO_C"] = "1"
-    p = subprocess.run([sys.executable, "-m", "pcapgro.cli", "split", "--restore", "-q",
-                        "--stats", "-", str(src), str(out)], capture_output=True, cwd=REPO,
-                       env=env)
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout), p.stderr
+    rc, stdout, stderr, _ = _restore_any(src, out, no_c)
+    assert rc == 0, stderr
+    return json.loads(stdout), stderr
 
 
 def _events(path):
@@ -194,11 +188,7 @@ def test_writer_formats_and_blocks_same_as_python(tmp_path, monkeypatch, nano, b
     w.close()
     run_cli("merge", "-q", src, m, check=0)
     outs = []
-    for no_c in (False, True):
-        if no_c:
-            monkeypatch.setenv("PCAPGRO_NO_C", "1")
-        else:
-            monkeypatch.delenv("PCAPGRO_NO_C", raising=False)
+    for no_c in compiled_then_python(monkeypatch):
         out = tmp_path / f"o{no_c}.pcap"
         r = restore.Restorer()
         with open(out, "wb") as f:

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from capture_helpers import REPO, run_cli
+from capture_helpers import REPO, run_cli, compiled_then_python
 from pcapgro import pipeline, restore
 from pcapgro.capture import _stream, open_reader, open_writer
 from pcapgro.capture.pcap import PcapWriter
@@ -98,11 +98,7 @@ def _restore_both(tmp_path, monkeypatch, src, chunk=None):
     if chunk is not None:
         monkeypatch.setattr(_stream, "CHUNK", chunk)
     outs = []
-    for no_c in (False, True):
-        if no_c:
-            monkeypatch.setenv("PCAPGRO_NO_C", "1")
-        else:
-            monkeypatch.delenv("PCAPGRO_NO_C", raising=False)
+    for no_c in compiled_then_python(monkeypatch):
         out = tmp_path / f"o{no_c}.pcap"
         r = restore.Restorer()
         wr = PcapWriter(open(out, "wb"))
