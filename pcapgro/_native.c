@@ -49,7 +49,8 @@
  * completed, bucket 0..7, oldest first).
  *
  * A record is handled here when: captured == original length, Ethernet
- * with up to two VLAN tags (0x8100 / 0x88a8, when VLAN GRO is on), then
+ * with up to two VLAN tags (0x8100 / 0x88a8, when VLAN GRO is on), Linux
+ * cooked (SLL, SLL2) or raw IP, then
  * either IPv4 (header 0x45, protocol 6, no MF / fragment offset / reserved
  * bit, good header checksum, total length == the frame after the link
  * layer) or IPv6 (no extension headers, payload length == the frame after
@@ -134,7 +135,8 @@ typedef struct {
     uint32_t hash;          /* flow hash (bucket = hash & 7) */
     uint8_t hdr[HDRMAX];    /* the head's frame up to its payload */
     uint32_t hlen;          /* bytes of hdr (up to the payload) */
-    uint32_t l3;            /* network header offset (14 + 4 per tag) */
+    uint32_t l3;            /* network header offset (link header + 4 per tag) */
+    uint32_t tags;          /* in-band VLAN tags (Ethernet) */
     int v6;                 /* IPv6 (else IPv4) */
     int udp;                /* UDP (else TCP) */
     int flist, partial;     /* fraglist; the head's checksum field held the seed */
@@ -162,6 +164,7 @@ typedef struct {
     uint32_t limit;
     int64_t gap, jiffy;
     int verify, csum_valid, hash_flow, vlan, v6;
+    int linktype;           /* of the records of the current run() / scan() */
     int udp_gro;            /* UDP datagrams take standard GRO (--udp gro) */
     int fraglist;           /* rx-gro-list: TCP and UDP flows take fraglist GRO */
     /* pcapng output (else classic pcap records in the input's format):
@@ -480,7 +483,7 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
 static void complete_headers(Engine *e, const Agg *a, uint8_t *d)
 {
     uint32_t l3 = a->l3, l4, c;
-    uint32_t l3len = a->size - (l3 - 14);   /* size counts the tags */
+    uint32_t l3len = a->size - 4 * a->tags;  /* size counts the tags */
     uint64_t l4len, pseudo;
     uint32_t proto = a->udp ? 17 : 6, at = a->udp ? 6 : 16;
     if (a->v6) {
@@ -555,6 +558,7 @@ typedef struct {
     uint32_t n;             /* frame length */
     uint32_t hl;            /* TCP header length */
     uint32_t l3, l4;        /* network and TCP / UDP header offsets */
+    uint32_t tags;          /* in-band VLAN tags crossed (Ethernet) */
     int v6;                 /* IPv6 (else IPv4) */
     int udp;                /* UDP (else TCP); ulen its length field */
     uint32_t ulen;
@@ -619,7 +623,8 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     a->count = 1;
     a->mss = g->L;
     a->seq_next = g->seq + g->L;
-    a->size = g->n - 14;    /* p->len: L3 bytes + 4 per in-band VLAN tag */
+    a->size = g->n - g->l3 + 4 * g->tags;   /* p->len: L3 bytes + 4 per VLAN tag */
+    a->tags = g->tags;
     a->word = g->word;
     a->ack = g->ack;
     a->ipid = g->ipid;
@@ -717,7 +722,7 @@ static int fraglist_flush(const Agg *a, const Seg *g)
         return F_CSUM_STATE;
     if (a->count >= TCP_FRAGLIST_MAX)
         return F_SEGMENT_LIMIT;
-    if (a->size + (g->n - 14) >= GRO_LEGACY_MAX_SIZE)
+    if (a->size + (g->n - g->l3 + 4 * g->tags) >= GRO_LEGACY_MAX_SIZE)
         return F_SIZE_LIMIT;
     return -1;
 }
@@ -780,7 +785,7 @@ static void udp_receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
             pass_up(e, P_CSUM_STATE, g->f, g->n, ts, idx);
             return;
         }
-        if (a->size + (g->n - 14) >= GRO_LEGACY_MAX_SIZE)
+        if (a->size + (g->n - g->l3 + 4 * g->tags) >= GRO_LEGACY_MAX_SIZE)
             reason = F_SIZE_LIMIT;
     } else if (reason < 0) {
         uint32_t lim = e->limit < GRO_LEGACY_MAX_SIZE ? e->limit : GRO_LEGACY_MAX_SIZE;
@@ -894,18 +899,40 @@ static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
         h[2] = bswap32(h[2]); h[3] = bswap32(h[3]);
     }
     uint32_t cap = h[2];
-    if (cap != h[3] || cap < 14 + 20 + 8 || off + 16 + (Py_ssize_t)cap > blen)
+    if (cap != h[3] || cap < 20 + 8 || off + 16 + (Py_ssize_t)cap > blen)
         return 0;
     if ((int64_t)h[1] * mul >= 1000000000)
         return 0;               /* a fraction of a second out of range */
     const uint8_t *f = r + 16;
-    /* the link layer: Ethernet, then up to MAXTAGS VLAN tags (vlan_gro_receive) */
-    uint32_t l3 = 14, et = be16(f + 12);
-    while (et == 0x8100 || et == 0x88A8) {
-        if (!e->vlan || l3 == L3MAX)
-            return 0;
-        et = be16(f + l3 + 2);
-        l3 += 4;
+    /* the link layer (linklayer.network_layer): Ethernet, then up to
+     * MAXTAGS VLAN tags (vlan_gro_receive); Linux cooked v1 / v2; raw IP */
+    uint32_t l3, et, tags = 0;
+    switch (e->linktype) {
+    case 1:
+        l3 = 14;
+        et = be16(f + 12);
+        while (et == 0x8100 || et == 0x88A8) {
+            if (!e->vlan || l3 == L3MAX)
+                return 0;
+            et = be16(f + l3 + 2);
+            l3 += 4;
+            tags++;
+        }
+        break;
+    case 113:                   /* LINUX_SLL: protocol at 14 */
+        l3 = 16;
+        et = be16(f + 14);
+        break;
+    case 276:                   /* LINUX_SLL2: protocol first */
+        l3 = 20;
+        et = be16(f);
+        break;
+    case 12: case 14: case 101: case 228: case 229:     /* raw IP: the version */
+        l3 = 0;
+        et = f[0] >> 4 == 4 ? 0x0800 : f[0] >> 4 == 6 ? 0x86DD : 0;
+        break;
+    default:
+        return 0;
     }
     uint32_t l4, frag = 0, proto;
     if (et == 0x0800) {
@@ -950,6 +977,7 @@ static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
     g->hl = hl;
     g->l3 = l3;
     g->l4 = l4;
+    g->tags = tags;
     g->v6 = et == 0x86DD;
     g->pay = l4 + hl;
     g->L = cap - g->pay;
@@ -1097,10 +1125,11 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
     PyObject *recs;
     Py_ssize_t start;
     long long base, mul, last_ts, last_out_ts;
-    int swap, have_last;
-    if (!PyArg_ParseTuple(args, "y*O!nLLpLpL", &view, &PyList_Type, &recs, &start, &base,
-                          &mul, &swap, &last_ts, &have_last, &last_out_ts))
+    int swap, have_last, linktype = 1;
+    if (!PyArg_ParseTuple(args, "y*O!nLLpLpL|i", &view, &PyList_Type, &recs, &start, &base,
+                          &mul, &swap, &last_ts, &have_last, &last_out_ts, &linktype))
         return NULL;
+    e->linktype = linktype;
     const uint8_t *buf = view.buf;
     Py_ssize_t blen = view.len;
     Py_ssize_t n = PyList_GET_SIZE(recs);
@@ -1144,10 +1173,11 @@ static PyObject *Engine_scan(Engine *e, PyObject *args)
     PyObject *recs;
     Py_ssize_t start, run;
     long long mul;
-    int swap;
-    if (!PyArg_ParseTuple(args, "y*O!nLpn", &view, &PyList_Type, &recs, &start, &mul,
-                          &swap, &run))
+    int swap, linktype = 1;
+    if (!PyArg_ParseTuple(args, "y*O!nLpn|i", &view, &PyList_Type, &recs, &start, &mul,
+                          &swap, &run, &linktype))
         return NULL;
+    e->linktype = linktype;
     Py_ssize_t n = PyList_GET_SIZE(recs), i, first = -1;
     for (i = start < 0 ? 0 : start; i < n; i++) {
         Seg g;

@@ -140,10 +140,11 @@ def rule_traffic(seed, n_flows, n_pkts, us=False, back_p=0.004, back_ns=None, p6
     return out
 
 
-def _pcap(pkts, nanosecond=True, byteorder="<"):
+def _pcap(pkts, nanosecond=True, byteorder="<", linktype=1):
     f = io.BytesIO()
     w = PcapWriter(f, nanosecond=nanosecond, byteorder=byteorder)
-    w.write_batch([Section(byteorder), Interface(1, 262144, 9 if nanosecond else 6)] + list(pkts))
+    w.write_batch([Section(byteorder), Interface(linktype, 262144, 9 if nanosecond else 6)]
+                  + list(pkts))
     w.close()
     return f.getvalue()
 
@@ -859,3 +860,52 @@ def test_fraglist_stays_in_the_compiled_loop(cfg):
     # the seed segment ends the chain before it and its own (the next is valid)
     assert st["flush_reasons"]["csum_state"] == 2
     assert st["pass_reasons"]["csum_state"] == 1
+
+
+def _relink(pkts, link):
+    """``pkts`` (Ethernet frames of pktbuild Flows) with their link header
+    replaced: 'sll' / 'sll2' (Linux cooked, the source MAC as address) or
+    'raw' (none); returns (packets, linktype)."""
+    from pktbuild import sll, sll2
+    from pcapgro.linklayer import network_layer
+    out = []
+    for p in pkts:
+        l3, et, _ = network_layer(1, p.data)
+        if l3 is None:
+            continue
+        body = bytes(p.data[l3:])
+        d = (sll(body, et, addr=bytes(p.data[6:12])) if link == "sll" else
+             sll2(body, et, addr=bytes(p.data[6:12])) if link == "sll2" else body)
+        n = len(d) - (len(p.data) - p.orig_len)
+        out.append(Packet(p.ts, d, n, p.iface, {"sll": 113, "sll2": 276, "raw": 101}[link]))
+    return out, {"sll": 113, "sll2": 276, "raw": 101}[link]
+
+
+@pytest.mark.parametrize("link", ["sll", "sll2", "raw"])
+@pytest.mark.parametrize("ci", [0, 3, 9])
+def test_compiled_linux_cooked_and_raw_ip(link, ci):
+    # issue 16.5: `tcpdump -i any` captures (Linux cooked v1 / v2) and raw
+    # IP go through the loop: the same bytes and statistics as the Python
+    # engine, to pcap and to annotated pcapng
+    tcp, lt = _relink(rule_traffic(ci + 5, 6, 2500, p6=0.3), link)
+    udp, _ = _relink(udp_traffic(ci + 6, 4, 1500, shapes=False), link)
+    pkts = sorted(tcp + udp, key=lambda p: p.ts)
+    data = _pcap(pkts, linktype=lt)
+    cfg = dict(CONFIGS[ci], udp="gro")
+    c_out, c_st, wrote = run(data, True, 1 << 15, **cfg)
+    assert wrote > 0
+    assert (c_out, c_st) == run(data, False, 1 << 15, **cfg)[:2]
+    n_out, n_st, blocks = run_ng(data, True, 1 << 15, True, **cfg)
+    assert blocks > 0
+    assert (n_out, n_st) == run_ng(data, False, 1 << 15, True, **cfg)[:2]
+
+
+@pytest.mark.parametrize("link", ["sll2", "raw"])
+def test_cooked_bulk_stays_in_the_compiled_loop(link):
+    f = Flow(4, ipid="inc")
+    pkts, lt = _relink([f.pkt(k * 1448, 1448, ACK, ts=T0 + k * US) for k in range(300)], link)
+    data = _pcap(pkts, linktype=lt)
+    out, st, runs, pys = _calls(data)
+    assert pys == 0 and runs == 1
+    assert (out, st) == run(data, False)[:2]
+    assert st["aggregates"] == 7          # 45 segments of 1448 reach 65536

@@ -1,5 +1,6 @@
-"""The compiled fast path: classic pcap chunks of Ethernet (VLAN-tagged or
-not) IPv4/IPv6 TCP in C.
+"""The compiled fast path: classic pcap chunks of IPv4/IPv6 TCP and UDP
+behind Ethernet (VLAN-tagged or not), Linux cooked (SLL, SLL2) or raw IP
+link headers, standard or fraglist GRO, in C.
 
 :mod:`pcapgro._native` (``pcapgro/_native.c``, built by ``setup.py`` when a
 C compiler is there; optional) runs GRO over the records of a classic pcap
@@ -42,7 +43,11 @@ try:  # the extension is optional (no C compiler at install time)
 except ImportError:          # pragma: no cover - depends on the build
     _native = None
 
-__all__ = ["available", "usable", "CEngine", "FLUSH_CODES", "PASS_CODES"]
+__all__ = ["available", "usable", "CEngine", "FLUSH_CODES", "PASS_CODES", "LINKTYPES"]
+
+# the link types the loop walks (linklayer.network_layer's): EN10MB, Linux
+# cooked v1 and v2, raw IP (RAW, the two DLT_RAW numbers, IPV4, IPV6)
+LINKTYPES = frozenset((1, 113, 276, 101, 12, 14, 228, 229))
 
 # the reason codes of _native.c, in its order, from the names it exports
 # (a name that is not a Flush/Pass value raises ValueError at import)
@@ -83,6 +88,7 @@ class CEngine:
         self.cfg = cfg
         # pcapng output: (byteorder, div) of the EPBs (PcapngWriter.accepts_blocks)
         self.ng_out = ng_out
+        self.linktype = 1       # of the records of the last run
         ng = {} if ng_out is None else dict(pcapng=True, pcapng_swap=ng_out[0] != _NATIVE,
                                             pcapng_div=ng_out[1], annotate=cfg.annotate)
         # a gap beyond 2**62 ns is never reached by pcap times (< 2**32 s)
@@ -108,7 +114,8 @@ class CEngine:
         last = eng.last_ts
         k, data, n, maxcap, last_ts, have, last_out, nbytes = self.c.run(
             lb.buf, lb.recs, start, st.packets - start, lb.mul, lb.byteorder != _NATIVE,
-            last if last is not None else 0, last is not None, eng.last_out_ts)
+            last if last is not None else 0, last is not None, eng.last_out_ts, lb.linktype)
+        self.linktype = lb.linktype
         st.packets += k - start
         if have:
             eng.last_ts = last_ts
@@ -124,7 +131,8 @@ class CEngine:
         RecordChunk ``lb`` such that :meth:`run` would take records ``i ..
         i + run - 1`` (or up to the chunk's end); ``len(lb)`` when none.
         Counts nothing."""
-        return self.c.scan(lb.buf, lb.recs, start, lb.mul, lb.byteorder != _NATIVE, run)
+        return self.c.scan(lb.buf, lb.recs, start, lb.mul, lb.byteorder != _NATIVE, run,
+                           lb.linktype)
 
     def collect(self, st):
         """Add the loop's counters to GROStats ``st`` (and reset them)."""
@@ -150,7 +158,7 @@ class CEngine:
                     st.segments_by_kind[kind] += n
             st.hist.update(hist)
 
-    def release(self, eng, linktype):
+    def release(self, eng):
         """Hand every aggregate the loop holds to GROEngine ``eng`` (its
         ``flows`` and ``buckets``, in bucket order), as the Python engine
         would hold them; the loop then holds nothing."""
@@ -159,7 +167,7 @@ class CEngine:
         valid = self.cfg.csum == "valid"     # sums are only used for that
         for (b, h, head, head_ts, head_idx, tail, count, mss, seq_next, size, fin_psh,
              fixedid, age, head_psum, tail_psum, rows, flist, partial) in self.c.release():
-            pkt = Packet(head_ts, head, len(head), 0, linktype, None)
+            pkt = Packet(head_ts, head, len(head), 0, self.linktype, None)
             agg = eng.adopt(eng._parse(pkt), h, age, bool(flist))
             agg.head.partial = bool(partial)     # csum.verify's verdict
             agg.idxs = [head_idx]

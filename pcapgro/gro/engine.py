@@ -191,7 +191,7 @@ class GROEngine(NAPI):
     def _release(self):
         """Hand what the compiled loop holds to this engine's GRO lists."""
         if self._c is not None and self._c.held:
-            self._c.release(self, 1)
+            self._c.release(self)
 
     def _end(self):
         self._release()
@@ -239,7 +239,7 @@ class GROEngine(NAPI):
         n = len(lb)
         if not n:
             return
-        if not (self._c_ok and lb.linktype == 1 and lb.hl == 16
+        if not (self._c_ok and lb.linktype in cfast.LINKTYPES and lb.hl == 16
                 and (self.ng_out or (self.raw_out and not self.cfg.annotate))):
             self._release()
             self._chunk_py(lb)
