@@ -45,10 +45,14 @@ def test_public_captures_are_in_the_repository():
 
 
 def test_no_test_reads_outside_the_repository():
-    """No test, helper or CI script names ../shared or $PCAPGRO_SHARED."""
-    bad = re.compile(r"\.\./shared|PCAPGRO_SHARED|[\"']shared[\"']")
+    """No test, helper or CI script (this one included) names the folder of
+    shared captures beside the checkout or its environment variable: a
+    fresh clone has neither.  The pattern is built from pieces so that
+    this file does not name them either."""
+    name = "sh" + "ared"
+    bad = re.compile(r"\.\./" + name + "|PCAPGRO_" + name.upper() + "|[\"']" + name + "[\"']")
     files = list((REPO / "tests").glob("*.py")) + [REPO / ".ci" / "run"]
-    hits = [f"{f.relative_to(REPO)}:{i}" for f in files if f.name != "test_data.py"
+    hits = [f"{f.relative_to(REPO)}:{i}" for f in files
             for i, line in enumerate(f.read_text().splitlines(), 1) if bad.search(line)]
     assert not hits, hits
     assert DATA.is_dir()
