@@ -108,3 +108,23 @@ def compiled_then_python(monkeypatch):
         else:
             monkeypatch.delenv("PCAPGRO_NO_C", raising=False)
         yield no_c
+
+
+def read_events(path):
+    """Every event (Section, Interface, Packet, Block) of the capture at
+    ``path``, as a list; the reader is closed."""
+    from pcapgro.capture import open_reader
+    r = open_reader(path)
+    try:
+        return list(r)
+    finally:
+        r.close()
+
+
+def write_events(path, events, fmt="pcapng"):
+    """Write ``events`` to a new capture at ``path`` in ``fmt``."""
+    from pcapgro.capture import open_writer
+    w = open_writer(path, fmt)
+    for e in events:
+        w.write(e)
+    w.close()

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from capture_helpers import REPO, run_cli, compiled_then_python
+from capture_helpers import REPO, run_cli, compiled_then_python, read_events
 from pcapgro import pipeline, restore
 from pcapgro.capture import open_reader, open_writer
 from pcapgro.capture.pcap import PcapWriter
@@ -45,13 +45,6 @@ def _restore_cli(src, out, no_c):
     assert rc == 0, stderr
     return json.loads(stdout), stderr
 
-
-def _events(path):
-    r = open_reader(path)
-    try:
-        return list(r)
-    finally:
-        r.close()
 
 
 @needs_c
@@ -113,7 +106,7 @@ def _check(p, rec):
 @needs_c
 @pytest.mark.parametrize("src", INPUTS[:4], ids=lambda p: p.stem)
 def test_each_record_same_as_python(tmp_path, src):
-    pk = [e for e in _events(_merged(tmp_path, src))
+    pk = [e for e in read_events(_merged(tmp_path, src))
           if type(e) is Packet and e.meta is not None and e.meta.comments]
     done = sum(_check(p, p.meta.comments[-1]) for p in pk)
     assert done == len(pk)      # merge's own TCP records: every one compiled
@@ -146,7 +139,7 @@ def test_damaged_records_declined_or_same(tmp_path, seed):
     gives packets back, the Python reference gives back the same ones."""
     rng = random.Random(seed)
     src = INPUTS[(seed - 1) % 4]
-    pk = [e for e in _events(_merged(tmp_path, src))
+    pk = [e for e in read_events(_merged(tmp_path, src))
           if type(e) is Packet and e.meta is not None and e.meta.comments]
     taken = 0
     for _ in range(400):
@@ -175,7 +168,7 @@ def test_writer_formats_and_blocks_same_as_python(tmp_path, monkeypatch, nano, b
     """In-process, with non-packet blocks inside aggregates (they go before
     their input index, splitting a run of records), into every pcap byte
     order and resolution: the same file as the Python path."""
-    pk = [e for e in _events(INPUTS[0]) if type(e) is Packet]
+    pk = [e for e in read_events(INPUTS[0]) if type(e) is Packet]
     evs = [Interface(1, snaplen=262144, tsresol=9)]
     for j, p in enumerate(pk):
         if j in (12, 13, 40, 300):
@@ -211,7 +204,7 @@ def test_whole_header_rows_of_any_length(tmp_path, hlen):
     """Rows that give back whole headers (``*hex``) up to and beyond the
     compiled reader's 512-byte limit, with a valid record checksum: it
     declines or agrees with Python (and stays inside its buffer)."""
-    pk = [e for e in _events(_merged(tmp_path, INPUTS[0]))
+    pk = [e for e in read_events(_merged(tmp_path, INPUTS[0]))
           if type(e) is Packet and e.meta is not None and " h=" in e.meta.comments[-1]]
     p = pk[0]
     rec = p.meta.comments[-1]

@@ -18,8 +18,7 @@ import sys
 
 import pytest
 
-from capture_helpers import REPO, run_cli
-from pcapgro.capture import open_reader, open_writer
+from capture_helpers import REPO, run_cli, read_events, write_events
 from pcapgro.record import Block, Interface, Packet, PacketMeta
 from pcapgro import restore
 
@@ -32,19 +31,6 @@ except ImportError:          # pragma: no cover - depends on the build
     restore_rows = None
 
 
-def events(path):
-    r = open_reader(path)
-    try:
-        return list(r)
-    finally:
-        r.close()
-
-
-def write(path, evs):
-    w = open_writer(path, "pcapng")
-    for e in evs:
-        w.write(e)
-    w.close()
 
 
 def stats(p):
@@ -94,8 +80,8 @@ def test_damaged_record_from_fuzzing_is_unfit(tmp_path):
     p = run_cli("split", "-q", "--restore", "--stats", "-", src, out, check=0)
     st = stats(p)["restore"]
     assert st["unfit"] == 1
-    ins = [e for e in events(src) if type(e) is Packet]
-    outs = [e for e in events(out) if type(e) is Packet]
+    ins = [e for e in read_events(src) if type(e) is Packet]
+    outs = [e for e in read_events(out) if type(e) is Packet]
     damaged = [e for e in ins if e.meta and any("16:00dc" in c for c in e.meta.comments)]
     assert len(damaged) == 1
     assert sum(bytes(e.data) == bytes(damaged[0].data) for e in outs) == 1
@@ -105,8 +91,8 @@ def test_damaged_record_from_fuzzing_is_unfit(tmp_path):
 
 def _merged_sample(tmp_path):
     src, m = tmp_path / "in.pcapng", tmp_path / "m.pcapng"
-    pk = [e for e in events(SAMPLE) if type(e) is Packet]
-    write(src, [Interface(1, snaplen=262144, tsresol=9)] + pk)
+    pk = [e for e in read_events(SAMPLE) if type(e) is Packet]
+    write_events(src, [Interface(1, snaplen=262144, tsresol=9)] + pk)
     run_cli("merge", "-q", src, m, check=0)
     return src, m
 
@@ -114,7 +100,7 @@ def _merged_sample(tmp_path):
 def _edit_first_record(m, edit):
     """Copy of merge output ``m`` with ``edit(record) -> record`` applied to
     the first aggregate's record; returns (events, the aggregate)."""
-    evs = events(m)
+    evs = read_events(m)
     for e in evs:
         if type(e) is Packet and e.meta and any(" h=" in c for c in e.meta.comments):
             k = max(i for i, c in enumerate(e.meta.comments) if c.startswith(restore.TAG))
@@ -139,13 +125,13 @@ def test_changed_record_is_unfit(tmp_path, edit):
     src, m = _merged_sample(tmp_path)
     evs, agg = _edit_first_record(m, edit)
     bad, out = tmp_path / "bad.pcapng", tmp_path / "r.pcapng"
-    write(bad, evs)
+    write_events(bad, evs)
     p = run_cli("split", "-q", "--restore", "--stats", "-", bad, out, check=0)
     st = stats(p)["restore"]
     assert st["unfit"] == 1
-    outs = [e for e in events(out) if type(e) is Packet]
+    outs = [e for e in read_events(out) if type(e) is Packet]
     assert sum(bytes(e.data) == bytes(agg.data) for e in outs) == 1
-    ins = [e for e in events(src) if type(e) is Packet]
+    ins = [e for e in read_events(src) if type(e) is Packet]
     assert len(outs) == len(ins) - (restore.decode(agg.meta.comments[-1])["s"].__len__())
 
 
@@ -158,7 +144,7 @@ def test_record_checksum_covers_the_headers(tmp_path):
     d[22] -= 1
     agg.data = bytes(d)
     bad, out = tmp_path / "bad.pcapng", tmp_path / "r.pcapng"
-    write(bad, evs)
+    write_events(bad, evs)
     p = run_cli("split", "-q", "--restore", "--stats", "-", bad, out, check=0)
     assert stats(p)["restore"]["unfit"] == 1
 
@@ -188,7 +174,7 @@ def test_spb_cut_ahead_of_aggregate_round_trip(tmp_path):
     src = REPO / "tests/data/public/pcapng-test-generator/output_le/basic/test012.pcapng"
     m, back = tmp_path / "m.pcapng", tmp_path / "b.pcapng"
     run_cli("merge", "-q", "--udp", "gro", "-F", "pcapng", src, m, check=0)
-    ifs = [e for e in events(m) if type(e) is Interface]
+    ifs = [e for e in read_events(m) if type(e) is Interface]
     assert [i.snaplen for i in ifs] == [586]
     run_cli("split", "-q", "--restore", m, back, check=0)
     assert back.read_bytes() == src.read_bytes()
@@ -215,7 +201,7 @@ def test_nrb_inside_an_aggregate_from_fuzzing(tmp_path):
     src = DATA / "restore-nrb-reordered.pcapng"
     m, back = tmp_path / "m.pcapng", tmp_path / "b.pcapng"
     run_cli("merge", "-q", "-F", "pcapng", src, m, check=0)
-    evs = events(m)
+    evs = read_events(m)
     k = next(j for j, e in enumerate(evs) if type(e) is Block)
     after = evs[k + 1]
     assert type(after) is Packet and " x=" in after.meta.comments[-1]
@@ -236,7 +222,7 @@ def test_blocks_anywhere_come_back_in_place(tmp_path, at):
     aggregate, several in a row, right after one another's aggregate,
     before the first and the last packet) come back in place: merge then
     split --restore is the identity."""
-    pk = [e for e in events(SAMPLE) if type(e) is Packet]
+    pk = [e for e in read_events(SAMPLE) if type(e) is Packet]
     evs = [Interface(1, snaplen=262144, tsresol=9)]
     kinds = [NRB, ISB, CUSTOM]
     for j, p in enumerate(pk):
@@ -244,7 +230,7 @@ def test_blocks_anywhere_come_back_in_place(tmp_path, at):
             evs.append(kinds[(j + n) % 3])
         evs.append(p)
     src, m, back = tmp_path / "in.pcapng", tmp_path / "m.pcapng", tmp_path / "b.pcapng"
-    write(src, evs)
+    write_events(src, evs)
     run_cli("merge", "-q", src, m, check=0)
     run_cli("split", "-q", "--restore", m, back, check=0)
     assert back.read_bytes() == src.read_bytes()
@@ -253,8 +239,8 @@ def test_blocks_anywhere_come_back_in_place(tmp_path, at):
 def test_block_where_nothing_is_held_takes_no_claim(tmp_path):
     """A block read while GRO holds nothing stays where it is and adds
     nothing to any record (the merge output is what it was)."""
-    pk = [e for e in events(SAMPLE) if type(e) is Packet][:3]    # SYN, SYN-ACK, ACK
+    pk = [e for e in read_events(SAMPLE) if type(e) is Packet][:3]    # SYN, SYN-ACK, ACK
     src, m = tmp_path / "in.pcapng", tmp_path / "m.pcapng"
-    write(src, [Interface(1, snaplen=262144, tsresol=9), pk[0], NRB] + pk[1:])
+    write_events(src, [Interface(1, snaplen=262144, tsresol=9), pk[0], NRB] + pk[1:])
     run_cli("merge", "-q", src, m, check=0)
     assert m.read_bytes() == src.read_bytes()

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from capture_helpers import REPO, run_cli, compiled_then_python
+from capture_helpers import REPO, run_cli, compiled_then_python, read_events, write_events
 from pcapgro import pipeline, restore
-from pcapgro.capture import _stream, open_reader, open_writer
+from pcapgro.capture import _stream, open_reader
 from pcapgro.capture.pcap import PcapWriter
 from pcapgro.record import Block, HostRecords, Packet, PacketMeta, Section
 
@@ -49,19 +49,6 @@ def _merged(tmp_path, src):
     return m
 
 
-def _events(path):
-    r = open_reader(path)
-    try:
-        return list(r)
-    finally:
-        r.close()
-
-
-def _write(path, events):
-    w = open_writer(path, "pcapng")
-    for e in events:
-        w.write(e)
-    w.close()
 
 
 def _restore_both(tmp_path, monkeypatch, src, chunk=None):
@@ -158,10 +145,10 @@ def test_handover_to_python_and_back_same_as_python(tmp_path, monkeypatch, mixed
     placement's packets while it holds runs (they go to the pending dict
     and back), in small chunks, in two sections (the second's indexes
     repeat the first's: unfit, Python's)."""
-    evs = _with_own_comments(_events(_merged(tmp_path, mixed)), every)
-    evs6 = _events(_merged(tmp_path, BULK6))
+    evs = _with_own_comments(read_events(_merged(tmp_path, mixed)), every)
+    evs6 = read_events(_merged(tmp_path, BULK6))
     src = tmp_path / "mixed.pcapng"
-    _write(src, evs + [Section("<", [])] + evs6[1:])
+    write_events(src, evs + [Section("<", [])] + evs6[1:])
     (c, p), seen = _restore_both(tmp_path, monkeypatch, src, 1 << 15)
     assert c == p
     assert c[1]["restored"] > 0 and c[1]["unfit"] > 0
