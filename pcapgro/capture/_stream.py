@@ -250,8 +250,11 @@ class ByteSink:
             fd = self._fd
             if fd is not None and self.size >= len(parts) * WRITEV_MIN and not self.f.closed:
                 # big parts (merged packets): straight from them to the
-                # file, without first joining them into one more copy
-                self.parts = []
+                # file, without first joining them into one more copy;
+                # the list itself is emptied, not replaced: writers keep its
+                # bound append across events that flush (RawBlocks)
+                parts = list(parts)
+                self.parts.clear()
                 self.size = 0
                 try:
                     if type(self.f) is not io.FileIO:

@@ -683,9 +683,6 @@ class PcapngWriter(WriterBase):
                 n_by += n
             else:
                 self.write(ev)
-                # write() may have flushed the sink (RawBlocks), which
-                # starts a new parts list: append to that one
-                app = sink.parts.append
                 ifs = self._ifs
                 if self._bo is not None:
                     hdr = self._hdr
