@@ -915,9 +915,9 @@ def test_pcapng_output_keeps_packets_after_blocks_that_flush():
     # found by a tester: RawBlocks that made the writer flush in the middle
     # of a batch sent the plain Packets after them to the old, already
     # written parts list (9 of 184 packets lost); the capture hands over to
-    # the Python engine and back again now and then (tests/data/regress)
-    from capture_helpers import DATA
-    data = (DATA / "regress" / "mixed-handover-64.pcap").read_bytes()
+    # the Python engine and back again now and then (tests/captures)
+    from capture_helpers import REPO
+    data = (REPO / "tests" / "captures" / "mixed-handover-64.pcap").read_bytes()
     for cfg in (dict(), dict(udp="gro")):
         c_out, c_st, blocks = run_ng(data, True, **cfg)
         p_out, p_st, _ = run_ng(data, False, **cfg)
