@@ -33,7 +33,7 @@ from .errors import (PcapgroError, DamagedInput, OptionError, OutputClosed, Unus
                      EXIT_USAGE, EXIT_DAMAGED, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED)
 from .jobs.run import lost_line
 from .jobs import files
-from .jobs.options import MERGE_OPTIONS, SPLIT_OPTIONS
+from .jobs.options import MERGE_OPTIONS, SPLIT_OPTIONS, TUNNEL_OPTIONS
 
 __all__ = ["cli", "main", "table_options"]
 
@@ -514,8 +514,9 @@ Examples:
 @click.option("-q", "--quiet", is_flag=True, help="No summary: only the differences are listed.")
 @click.option("--max-problems", type=click.IntRange(1), default=10, show_default=True,
               metavar="N", help="Differences listed in the summary.")
+@table_options(TUNNEL_OPTIONS)
 @click.version_option(__version__, prog_name="pcapgro")
-def verify_cmd(in_path, out_path, csum, as_json, stats_path, quiet, max_problems):
+def verify_cmd(in_path, out_path, csum, as_json, stats_path, quiet, max_problems, **tunnels):
     """Check through tshark that OUT carries exactly what IN carried.
 
     TCP streams (matched by 4-tuple): same payload bytes in the same order,
@@ -523,6 +524,8 @@ def verify_cmd(in_path, out_path, csum, as_json, stats_path, quiet, max_problems
     boundaries where OUT keeps them; other packets: identical bytes, same
     order.  OUT must not add malformed packets, expert errors or bad
     checksums, and has consistent lengths and non-decreasing timestamps.
+    VXLAN / Geneve on the ports given (as to merge) and GRE, IPIP, SIT
+    and IP6IP6 always are compared by their inner flow.
     Exit status: 0 faithful, 1 differences (first ones named by OUT frame
     number and stream), 2 unusable input or no tshark.
     """
@@ -538,7 +541,8 @@ def verify_cmd(in_path, out_path, csum, as_json, stats_path, quiet, max_problems
         raise UnusableInput("cannot write the result: standard output is closed")
     progress, bar = _progress_bar(quiet or as_json, in_path)
     try:
-        report = _usage(lambda: jobs.verify(in_path, out_path, csum=csum, progress=progress))
+        report = _usage(lambda: jobs.verify(in_path, out_path, csum=csum, progress=progress,
+                                                **tunnels))
     finally:
         if bar is not None:
             bar.close()

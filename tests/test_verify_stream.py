@@ -138,9 +138,9 @@ def test_unlocatable_payload_falls_back_to_tshark(tmp_path, monkeypatch):
     calls = [0]
     real = payload.l4_offset
 
-    def flaky(linktype, data, proto):
+    def flaky(linktype, data, proto, *tunnels):
         calls[0] += 1
-        return (None, None) if calls[0] == 300 else real(linktype, data, proto)
+        return (None, None) if calls[0] == 300 else real(linktype, data, proto, *tunnels)
     monkeypatch.setattr(payload, "l4_offset", flaky)
     v = vf.verify(WIRE, out)
     assert v.status == 0 and v.stats["payloads"] == "tshark"

@@ -22,9 +22,13 @@ import os
 
 from ..errors import OptionError
 from . import files
-from .options import (MERGE_OPTIONS, SPLIT_OPTIONS, check_merge, check_split, gro_config,
-                      gso_config, resolve)
+from .options import (MERGE_OPTIONS, SPLIT_OPTIONS, TUNNEL_OPTIONS, check_merge, check_split,
+                      gro_config, gso_config, resolve)
+from ..gso.tunnel import UDP_TUNNEL_PORTS
 from .run import Job, Report
+
+SPLIT_VXLAN_PORTS = tuple(p for p, k in UDP_TUNNEL_PORTS.items() if k == "vxlan")
+SPLIT_GENEVE_PORTS = tuple(p for p, k in UDP_TUNNEL_PORTS.items() if k == "geneve")
 
 __all__ = ["merge", "split", "verify", "plan_merge", "plan_split", "Report", "Job"]
 
@@ -74,7 +78,7 @@ def split(src, dst, *, out_format=None, verify=False, progress=None, **options):
     return plan_split(src, dst, out_format=out_format, verify=verify, **options).run(progress)
 
 
-def verify(in_path, out_path, csum="valid", progress=None):
+def verify(in_path, out_path, csum="valid", progress=None, **tunnels):
     """Check through tshark that OUT carries exactly what IN carried
     (``pcapgro verify``).
 
@@ -83,6 +87,9 @@ def verify(in_path, out_path, csum="valid", progress=None):
         csum: 'valid' or 'kernel' (OUT's aggregates carry the kernel's
               checksums).
         progress: None or callable(bytes_read: int), called as IN is read.
+        **tunnels: ``vxlan_ports``, ``geneve_ports`` (:data:`~pcapgro.jobs.
+              options.TUNNEL_OPTIONS`, as merge takes them): UDP ports whose
+              VXLAN / Geneve frames are compared by their inner flow.
     Returns: a :class:`Report`: the verdict's dict (``result``
         'faithful' or 'differ', ``problems``, ...); ``.verdict`` the
         :class:`pcapgro.verify.Verdict`, ``.status`` 0 or 1.
@@ -92,8 +99,15 @@ def verify(in_path, out_path, csum="valid", progress=None):
         if p == "-" or files.is_stream(p):
             raise OptionError(f"verify needs {label} to be a file (tshark reads it; "
                               "'-' is not supported)")
-    v = _verify_module().verify(in_path, out_path, csum=csum, progress=progress)
+    values, _ = resolve(TUNNEL_OPTIONS, tunnels)
+    v = _verify_module().verify(in_path, out_path, csum=csum, progress=progress,
+                                **_tunnel_ports(values))
     return Report(v.to_dict(), verdict=v)
+
+
+def _tunnel_ports(values):
+    """verify's tunnel keywords from checked option ``values``."""
+    return {o.name: tuple(values[o.name]) for o in TUNNEL_OPTIONS}
 
 
 def _verify_module():
@@ -110,7 +124,7 @@ def plan_merge(src, dst, *, out_format=None, verify=False, note=None, explicit=F
     values, given = resolve(MERGE_OPTIONS, options, explicit)
     check_merge(values, given)
     csum = "valid" if values["no_gro"] else values["csum"]
-    after = _verify_after(src, dst, csum) if verify else None
+    after = _verify_after(src, dst, csum, _tunnel_ports(values)) if verify else None
     return Job(src, dst, _merge_build(values, note), out_format, after)
 
 
@@ -118,7 +132,10 @@ def plan_split(src, dst, *, out_format=None, verify=False, explicit=False, **opt
     """The checked :class:`Job` of :func:`split` (nothing opened yet)."""
     values, given = resolve(SPLIT_OPTIONS, options, explicit)
     check_split(values, given)
-    after = _verify_after(src, dst) if verify else None
+    # split cuts super-frames inside VXLAN and Geneve on their standard
+    # ports (pcapgro.gso.tunnel): verify looks inside the same ones
+    after = _verify_after(src, dst, tunnels=dict(vxlan_ports=SPLIT_VXLAN_PORTS,
+                                                 geneve_ports=SPLIT_GENEVE_PORTS)) if verify else None
     return Job(src, dst, _split_build(values, src), out_format, after)
 
 
@@ -178,7 +195,7 @@ def restore_table(st):
     return fit(lines)
 
 
-def _verify_after(src, dst, csum="valid"):
+def _verify_after(src, dst, csum="valid", tunnels=None):
     """The ``after`` of a job with ``verify=True``: refuses live input, '-',
     streams, FIFOs and a missing tshark before anything is written."""
     vf = _verify_module()
@@ -193,4 +210,4 @@ def _verify_after(src, dst, csum="valid"):
             raise OptionError(f"--verify needs {label} to be a regular file: tshark reads "
                               f"IN and OUT after OUT is written ({p} is {what})")
     vf.tshark_path()
-    return lambda: vf.verify(src, dst, csum=csum)
+    return lambda: vf.verify(src, dst, csum=csum, **(tunnels or {}))

@@ -19,7 +19,7 @@ import click
 
 from ..errors import OptionError
 
-__all__ = ["Option", "MERGE_OPTIONS", "SPLIT_OPTIONS", "resolve", "gro_config",
+__all__ = ["Option", "MERGE_OPTIONS", "SPLIT_OPTIONS", "TUNNEL_OPTIONS", "resolve", "gro_config",
            "gso_config", "check_merge", "check_split"]
 
 
@@ -92,6 +92,18 @@ def _not(v):
     return not v
 
 
+# merge's and verify's: the UDP ports that carry VXLAN / Geneve
+TUNNEL_OPTIONS = (
+    Option("vxlan_ports", "--vxlan-port", type=click.IntRange(0, 65535), default=(),
+           multiple=True, metavar="PORT", field="vxlan_ports", to_field=frozenset,
+           help="The receiver has a VXLAN socket on UDP PORT (4789; repeatable): "
+                "VXLAN frames to it merge by their inner flow (verify: their inner flow "
+                "is compared).  Off by default."),
+    Option("geneve_ports", "--geneve-port", type=click.IntRange(0, 65535), default=(),
+           multiple=True, metavar="PORT", field="geneve_ports", to_field=frozenset,
+           help="The receiver has a Geneve socket on UDP PORT (6081; repeatable)."),
+)
+
 MERGE_OPTIONS = (
     Option("no_gro", "--no-gro", gro=False,
            help="GRO off (as 'ethtool -K dev gro off'): a pure pass-through."),
@@ -129,13 +141,7 @@ MERGE_OPTIONS = (
     Option("local_ports", "--local-port", type=click.IntRange(0, 65535), default=(),
            multiple=True, metavar="PORT", field="local_ports", to_field=frozenset,
            help="Flows to PORT have a local socket (repeatable)."),
-    Option("vxlan_ports", "--vxlan-port", type=click.IntRange(0, 65535), default=(),
-           multiple=True, metavar="PORT", field="vxlan_ports", to_field=frozenset,
-           help="The receiver has a VXLAN socket on UDP PORT (4789; repeatable): "
-                "VXLAN frames to it merge by their inner flow.  Off by default."),
-    Option("geneve_ports", "--geneve-port", type=click.IntRange(0, 65535), default=(),
-           multiple=True, metavar="PORT", field="geneve_ports", to_field=frozenset,
-           help="The receiver has a Geneve socket on UDP PORT (6081; repeatable)."),
+    *TUNNEL_OPTIONS,
     Option("no_vlan_gro", "--no-vlan-gro", field="vlan_gro", to_field=_not,
            help="No VLAN GRO handler (a kernel built without CONFIG_VLAN_8021Q): "
                 "802.1Q/802.1ad-tagged frames pass unmerged."),

@@ -74,7 +74,8 @@ import stat
 import time
 
 from ..errors import UnusableInput
-from .fields import TSHARK_PREFS, INSTALL_HINT, MAX_PROBLEMS, tshark_path
+from .fields import TSHARK_PREFS, INSTALL_HINT, MAX_PROBLEMS, tshark_path, decode_as
+from .payload import Tunnels, tunnel_peer_ports
 from .side import Side
 from .tshark import read_both, check_tshark, tshark_version
 from .verdict import Verdict
@@ -127,7 +128,7 @@ def _check_capture(label, path):
 
 
 
-def verify(in_path, out_path, csum="valid", progress=None):
+def verify(in_path, out_path, csum="valid", progress=None, vxlan_ports=(), geneve_ports=()):
     """Compare captures IN and OUT through tshark (streaming: memory flat).
 
     Args:
@@ -137,6 +138,10 @@ def verify(in_path, out_path, csum="valid", progress=None):
               checksum: pseudo-header seed / first packet's).
         progress: optional callable(bytes of IN read so far: int), called
               as tshark's output comes (a progress bar's update).
+        vxlan_ports, geneve_ports: UDP ports whose datagrams are VXLAN /
+              Geneve (as merge's ``--vxlan-port`` / ``--geneve-port``): the
+              flow inside is compared, not the datagrams (GRE, IPIP, SIT,
+              IP6IP6 always are).  Other UDP is UDP.
     Returns: a :class:`Verdict` (``status`` 0 faithful / 1 differences,
         ``problems``, ``to_dict()`` for JSON, ``stats``).
     Raises: UnusableInput (no tshark or one too old; IN or OUT missing, a
@@ -150,11 +155,15 @@ def verify(in_path, out_path, csum="valid", progress=None):
             raise UnusableInput(f"verify needs {label} to be a file, not standard input/output")
         _check_capture(label, p)
     state = {}
+    tunnels = Tunnels(vxlan_ports, geneve_ports)
+    decode = decode_as(tunnels, tunnel_peer_ports((in_path, out_path), tunnels)
+                       if tunnels else frozenset())
 
     def make_sides(md5):
         v = state["v"] = Verdict(in_path, out_path, csum)
         c = state["c"] = Comparer(v, csum)
-        sides = [Side("IN", in_path, 0, c.on_flow), Side("OUT", out_path, 1, c.on_flow)]
+        sides = [Side("IN", in_path, 0, c.on_flow, tunnels, decode),
+                 Side("OUT", out_path, 1, c.on_flow, tunnels, decode)]
         for s in sides:
             s.md5 = md5
         c.sides = sides

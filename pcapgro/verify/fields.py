@@ -37,6 +37,26 @@ TSHARK_PREFS = [
 # dissectors differ between Wireshark versions (4.4 has iperf3, ...) and
 # would see aggregates differently from segments; we compare the transport.
 DECODE_AS = ["tcp.port==0-65535,data", "udp.port==0-65535,data"]
+
+
+def decode_as(tunnels=None, peers=frozenset()):
+    """tshark's ``-d`` entries: :data:`DECODE_AS`, or with ``tunnels`` (a
+    :class:`.payload.Tunnels`) the tunnel ports as ``vxlan`` / ``geneve``
+    and 'data' on every other UDP port except ``peers`` (the other ports
+    of the tunnel datagrams, :func:`.payload.tunnel_peer_ports`: a 'data'
+    entry there would win over the tunnel port).  List of str."""
+    if not tunnels:
+        return list(DECODE_AS)
+    skip = sorted(tunnels.vxlan | tunnels.geneve | peers)
+    out = [DECODE_AS[0]]
+    lo = 0
+    for p in skip + [65536]:
+        if p > lo:
+            out.append(f"udp.port=={lo}-{p - 1},data" if p - 1 > lo else f"udp.port=={lo},data")
+        lo = p + 1
+    out += [f"udp.port=={p},vxlan" for p in sorted(tunnels.vxlan)]
+    out += [f"udp.port=={p},geneve" for p in sorted(tunnels.geneve - tunnels.vxlan)]
+    return out
 MD5_PREF = "frame.generate_md5_hash:TRUE"
 
 SEP = "\x1e"    # field separator of tshark's output

@@ -16,18 +16,31 @@ from .fields import (SEP, AGG, _NFIELDS, _NLOCATED, F_NUM, F_TS, F_LEN, F_CAPLEN
                      F_UCSUM, F_PAD, F_TRAILER, _SEV_ERROR, _GRP_CHECKSUM, _BAD, _TRUE, _FALSE,
                      CAT_IPCS, CAT_L4CS, CAT_MAL, CAT_EXPERT, MAX_PROBLEMS,
                      _last, _int, _unhex, _parse_ts, _key)
-from .payload import NeedPayload, tcp_payload, udp_payload
+from .fields import DECODE_AS
+from .payload import NeedPayload, NO_TUNNELS, tcp_payload, udp_payload
 from .stream import Flow, SYN, FIN, RST
 
 TS_BACK_KEPT = 10       # frames named when timestamps go backwards; more are counted
 
+def _udp_inside(protos):
+    """False when the last UDP of ``protos`` (tshark's frame.protocols) is
+    a tunnel's, carrying something other than UDP (ARP, ICMP inside VXLAN):
+    the frame is then compared as an other packet."""
+    tun = max(protos.rfind(":vxlan"), protos.rfind(":geneve"))
+    return tun < 0 or protos.rfind(":udp") > tun
+
+
 class Side:
     """What verify keeps of one capture (``label`` 'IN' or 'OUT', ``index``
     0 or 1): its flows, the other packets not compared yet, counts and the
-    first frames of timestamp and length problems."""
+    first frames of timestamp and length problems.  ``tunnels``: the UDP
+    ports dissected as VXLAN / Geneve (:class:`~.payload.Tunnels`) and
+    ``decode`` tshark's ``-d`` entries (:func:`~.fields.decode_as`)."""
 
-    def __init__(self, label, path, index=0, on_flow=None):
+    def __init__(self, label, path, index=0, on_flow=None, tunnels=NO_TUNNELS,
+                 decode=DECODE_AS):
         self.label, self.path, self.index = label, path, index
+        self.tunnels, self.decode = tunnels, decode
         self.on_flow = on_flow  # called with (side, proto, flow) for each new flow
         self.frames = 0
         self.cb_frames = 0
@@ -120,7 +133,8 @@ class Side:
                  and (not fo or fo == "0" or all(x in ("", "0") for x in fo.split(AGG))))
         if plain and f[F_SEQ] and f[F_TLEN] and f[F_TSPORT] and ":tcp" in protos:
             self._tcp(frame, f, cats, rej, ts)
-        elif plain and f[F_USPORT] and f[F_ULEN] and ":udp" in protos:
+        elif (plain and f[F_USPORT] and f[F_ULEN] and ":udp" in protos
+              and (not self.tunnels or _udp_inside(protos))):
             self._udp(frame, f, cats, rej, ts)
         else:
             self.n_other += 1
@@ -145,7 +159,8 @@ class Side:
         flags = int(v if AGG not in v else _last(v), 16) if v else 0
         if self.pkts is not None:
             payload = tcp_payload(self._pkt, frame, int(_last(f[F_TSPORT])),
-                                  int(_last(f[F_TDPORT])), raw, nominal) if nominal > 0 else b""
+                                  int(_last(f[F_TDPORT])), raw, nominal,
+                                  self.tunnels) if nominal > 0 else b""
         else:
             v = f[F_TPAY]
             payload = _unhex(v if AGG not in v else _last(v)) if v else b""
@@ -188,7 +203,7 @@ class Side:
         ulen = _int(_last(f[F_ULEN]))
         if self.pkts is not None:
             payload = udp_payload(self._pkt, frame, int(_last(f[F_USPORT])),
-                                  int(_last(f[F_UDPORT])), 1 << 32)
+                                  int(_last(f[F_UDPORT])), 1 << 32, self.tunnels)
         else:
             payload = _unhex(_last(f[F_UPAY])) if f[F_UPAY] else b""
         declared = ulen - 8 if ulen is not None and ulen >= 8 else len(payload)

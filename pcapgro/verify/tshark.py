@@ -59,13 +59,13 @@ def check_tshark(tshark):
     return v
 
 
-def _tshark_cmd(tshark, path, md5=True, located=False):
+def _tshark_cmd(tshark, path, md5=True, located=False, decode=DECODE_AS):
     cmd = [tshark, "-n", "-r", os.fspath(path), "-T", "fields",
            "-E", f"separator={SEP}", "-E", "occurrence=a", "-E", f"aggregator={AGG}",
            "-E", "header=n", "-E", "quote=n"]
     for p in TSHARK_PREFS + ([MD5_PREF] if md5 and not located else []):
         cmd += ["-o", p]
-    for d in DECODE_AS:
+    for d in decode:
         cmd += ["-d", d]
     for fld in FIELDS[:_NLOCATED] if located else FIELDS:
         cmd += ["-e", fld]
@@ -169,7 +169,7 @@ def _run(tshark, sides, env, confdir, md5, after_chunk, located=False):
         for s in sides:
             errs.append(tempfile.TemporaryFile(dir=confdir))
             procs.append(subprocess.Popen(
-                _tshark_cmd(tshark, s.path, md5, located), stdin=subprocess.DEVNULL,
+                _tshark_cmd(tshark, s.path, md5, located, s.decode), stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=errs[-1], env=env))
         _pump(procs, sides, after_chunk)
         return [(p.wait(), _stderr_lines(e)) for p, e in zip(procs, errs)]
