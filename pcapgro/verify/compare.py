@@ -33,72 +33,79 @@ def compare_streams(v, proto, sa, sb, name, base):
         if sb.store.st or sb.events:
             v.add("extra", "not in IN", out_frame=sb.segs[0][0] if sb.segs else None, stream=name)
         return False
-    ok = True
-    d = _first_diff(sa.store, sb.store)
     unit = "seq" if proto == "tcp" else "payload offset"
 
     def where(pos):
         if proto == "tcp":
             return f"{unit} {pos & 0xFFFFFFFF} (relative {pos - base})"
         return f"{unit} {pos}"
+    d = _first_diff(sa.store, sb.store)
     if d is not None:
-        ok = False
-        pos, kind = d
-        fin = sa.find_seg(pos)
-        if kind == "differs":
-            v.add("payload", f"payload byte differs at {where(pos)}",
-                  out_frame=sb.find_seg(pos), in_frame=fin, stream=name)
-        elif kind == "missing":
-            fo = sb.find_seg(pos, nominal=True)
-            if fo is not None:
-                v.add("missing", f"bytes from {where(pos)} not captured (packet truncated)",
-                      out_frame=fo, in_frame=fin, stream=name)
-            else:
-                # the OUT packet ending at the hole was cut short when tshark
-                # found it broken (IP length beyond the frame: an expert
-                # error); else packets are missing, named by the OUT frame
-                # that follows the hole
-                broken = {fr for s, e, fr, cats in sb.flagged if CAT_EXPERT in cats or CAT_MAL in cats}
-                cut = next((fr for fr, s, n, c in sb.segs if s < pos and s + c == pos
-                            and fr in broken), None)
-                if cut is not None:
-                    v.add("missing", f"bytes from {where(pos)} missing: packet cut short "
-                          f"(IN frame {fin} carried them)", out_frame=cut, in_frame=fin,
-                          stream=name)
-                else:
-                    v.add("missing", f"bytes from {where(pos)} missing (IN frame {fin} "
-                          "carried them)", out_frame=sb.find_seg(pos, after=True),
-                          in_frame=fin, stream=name)
-        else:
-            v.add("extra", f"bytes at {where(pos)} that IN does not have",
-                  out_frame=sb.find_seg(pos), in_frame=sa.find_seg(pos, nominal=True),
-                  stream=name)
-    else:
-        oa, ob = sa.store.order, sb.store.order
-        for k in range(max(len(oa), len(ob))):
-            x = oa[k] if k < len(oa) else None
-            y = ob[k] if k < len(ob) else None
-            if x is not None and y is not None and x[0] == y[0] and x[1] == y[1]:
-                continue
-            moved = _tcp_rejected_ahead(sa, sb, sb.ts_of) if proto == "tcp" else None
-            if moved is not None:
-                v.ahead[proto] += moved         # the GRO model's reordering
-                break
-            ok = False
-            if x is not None and y is not None and x[0] == y[0] and y[1] < x[1] and k + 1 < len(ob):
-                z = ob[k + 1]
-                v.add("order", f"data at {where(z[0])} arrives before {where(y[1])} "
-                      "(out of order compared with IN)", out_frame=z[2],
-                      in_frame=sa.find_seg(z[0]), stream=name)
-            elif y is not None:
-                v.add("order", f"data at {where(y[0])} arrives in another order than in IN",
-                      out_frame=y[2], in_frame=sa.find_seg(y[0]), stream=name)
-            else:
-                v.add("order", "data arrives in another order than in IN",
-                      in_frame=x[2] if x else None, stream=name)
-            break
-    return ok
+        _byte_difference(v, sa, sb, name, where, *d)
+        return False
+    return _same_order(v, proto, sa, sb, name, where)
 
+
+def _byte_difference(v, sa, sb, name, where, pos, kind):
+    """Report the first byte difference of a window (``kind`` 'differs',
+    'missing' or 'extra' at stream position ``pos``), named by frame."""
+    fin = sa.find_seg(pos)
+    if kind == "differs":
+        v.add("payload", f"payload byte differs at {where(pos)}",
+              out_frame=sb.find_seg(pos), in_frame=fin, stream=name)
+    elif kind == "missing":
+        fo = sb.find_seg(pos, nominal=True)
+        if fo is not None:
+            v.add("missing", f"bytes from {where(pos)} not captured (packet truncated)",
+                  out_frame=fo, in_frame=fin, stream=name)
+            return
+        # the OUT packet ending at the hole was cut short when tshark found
+        # it broken (IP length beyond the frame: an expert error); else
+        # packets are missing, named by the OUT frame that follows the hole
+        broken = {fr for s, e, fr, cats in sb.flagged if CAT_EXPERT in cats or CAT_MAL in cats}
+        cut = next((fr for fr, s, n, c in sb.segs if s < pos and s + c == pos
+                    and fr in broken), None)
+        if cut is not None:
+            v.add("missing", f"bytes from {where(pos)} missing: packet cut short "
+                  f"(IN frame {fin} carried them)", out_frame=cut, in_frame=fin,
+                  stream=name)
+        else:
+            v.add("missing", f"bytes from {where(pos)} missing (IN frame {fin} "
+                  "carried them)", out_frame=sb.find_seg(pos, after=True),
+                  in_frame=fin, stream=name)
+    else:
+        v.add("extra", f"bytes at {where(pos)} that IN does not have",
+              out_frame=sb.find_seg(pos), in_frame=sa.find_seg(pos, nominal=True),
+              stream=name)
+
+
+def _same_order(v, proto, sa, sb, name, where):
+    """True when new data arrived in the same order on both sides (or in
+    the order GRO's rejected-packet reordering gives: counted in
+    ``v.ahead``); else the first difference is reported and False."""
+    oa, ob = sa.store.order, sb.store.order
+    for k in range(max(len(oa), len(ob))):
+        x = oa[k] if k < len(oa) else None
+        y = ob[k] if k < len(ob) else None
+        if x is not None and y is not None and x[0] == y[0] and x[1] == y[1]:
+            continue
+        moved = _tcp_rejected_ahead(sa, sb, sb.ts_of) if proto == "tcp" else None
+        if moved is not None:
+            v.ahead[proto] += moved         # the GRO model's reordering
+            return True
+        if x is not None and y is not None and x[0] == y[0] and y[1] < x[1] and k + 1 < len(ob):
+            z = ob[k + 1]
+            v.add("order", f"data at {where(z[0])} arrives before {where(y[1])} "
+                  "(out of order compared with IN)", out_frame=z[2],
+                  in_frame=sa.find_seg(z[0]), stream=name)
+        elif y is not None:
+            v.add("order", f"data at {where(y[0])} arrives in another order than in IN",
+                  out_frame=y[2], in_frame=sa.find_seg(y[0]), stream=name)
+        else:
+            v.add("order", "data arrives in another order than in IN",
+                  in_frame=x[2] if x else None, stream=name)
+        return False
+    return True
 
 
 def check_flags(sa, sb, v, name, csum, what):
