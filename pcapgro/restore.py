@@ -921,7 +921,9 @@ class Restorer:
         stats: dict with ``packets``, ``restored`` (aggregates undone),
                ``segments`` (packets given back), ``passed``,
                ``unrecorded`` (aggregates merge wrote without a restore
-               record, the ones cut by a snaplen: passed as they are),
+               record, the ones cut by a snaplen: passed as they are, at
+               the place of their first packet; the input indexes no record
+               names are theirs, so later packets keep their place),
                ``unfit`` (packets whose record does not fit them or names
                input positions already taken: an edited capture; passed as
                they are, also counted in ``passed``).
@@ -954,6 +956,10 @@ class Restorer:
         # index) while _pending is empty; put into _pending (_absorb)
         # before the Python path places anything
         self._held = []
+        # aggregates without a record (cut by a snaplen), in output order:
+        # [Packet or None once given out, input indexes still to account
+        # for]; their indexes are the holes among the known ones (_fill_cuts)
+        self._cut = deque()
 
     def process(self, events):
         """Generator over events (see :mod:`pcapgro.record`), giving back
@@ -961,8 +967,9 @@ class Restorer:
 
         Packets without a record were written by merge in their input
         position (everything before them was already written), so they are
-        placed right after what is already known; recorded ones are placed
-        by their input index (counted over the whole file, every section,
+        placed right after what is already known (and after the input
+        indexes of the aggregates merge wrote without a record before them:
+        :meth:`_fill_cuts`); recorded ones are placed by their input index (counted over the whole file, every section,
         as merge counts them).  A packet whose record does not fit is
         placed, unchanged, at the first index its record names when those
         are readable and free, else as a packet without a record.  A
@@ -1107,24 +1114,63 @@ class Restorer:
                 pending[k] = p
         else:
             st["passed"] += 1
+            n_cut = 0
             if segs is None:
-                if _unrecorded(ev.meta):
+                n_cut = _unrecorded(ev.meta)
+                if n_cut:
                     st["unrecorded"] += 1
             else:
                 st["unfit"] += 1
-            if segs is not None and idxs and _free(idxs, pending, self._nxt):
+            if n_cut:
+                # its input indexes are unknown: the holes left once every
+                # packet before the next one in input position is known
+                self._cut.append([ev, n_cut])
+            elif segs is not None and idxs and _free(idxs, pending, self._nxt):
                 pending[idxs[0]] = ev
                 for k in idxs[1:]:
                     pending[k] = None
             else:
                 # in its input position: after everything known so far
-                yield from self._release()
+                yield from self._fill_cuts()
                 if pending:        # out of step (an unfit record): catch up
                     yield from self._drain()
                 yield from self._blocks_upto(self._nxt)
                 yield ev
                 self._nxt += 1
         yield from self._release()
+
+    def _fill_cuts(self):
+        """What is pending from ``_nxt`` on (:meth:`_release`), with the
+        holes in it taken by the aggregates merge wrote without a record
+        (``_cut``, in output order; each goes out at its first hole): the
+        list to give out.  Called when a packet in its input position comes
+        (one without a record: merge wrote everything before it already) or
+        at the end, when every input index before is known: the ones no
+        packet or record names are those of the aggregates written so far
+        without a record (their note says how many: ``of N segments``), and
+        the later records keep their place.  Linear in what is pending."""
+        out = self._release()
+        cut = self._cut
+        if not cut:
+            return out
+        ahead = sorted(self._pending)
+        j = 0
+        while cut:
+            agg = cut[0]
+            if agg[0] is not None:
+                out += self._blocks_upto(self._nxt)
+                out.append(agg[0])
+                agg[0] = None
+            while j < len(ahead) and ahead[j] < self._nxt:
+                j += 1
+            gap = ahead[j] - self._nxt if j < len(ahead) else agg[1]
+            step = min(gap, agg[1])
+            agg[1] -= step
+            self._nxt += step
+            if not agg[1]:
+                cut.popleft()
+            out += self._release()
+        return out
 
     def reader_hook(self):
         """What a PcapngReader's ``epb_hook`` may be set to while it feeds
@@ -1312,6 +1358,7 @@ class Restorer:
 
     def _drain(self):
         """Give out everything held, in input order (section or file end)."""
+        yield from self._fill_cuts()
         pending = self._pending
         for k in sorted(pending):
             if k not in pending:
@@ -1376,13 +1423,21 @@ def _free(idxs, pending, nxt):
     return idxs[0] >= nxt and not any(k in pending for k in idxs)
 
 
+_SEGMENTS = re.compile(r" of ([0-9]{1,6}) segments, ")
+
+
 def _unrecorded(meta):
-    """True when ``meta`` says the last merge wrote an aggregate without a
-    record."""
+    """How many input packets (int, >= 1) the aggregate ``meta`` belongs to
+    holds when the last merge wrote it without a record (cut by a snaplen:
+    "pcapgro: GRO aggregate (TCP) of N segments, ..."), else 0; 1 when
+    its note does not say."""
     if meta is None:
-        return False
+        return 0
     note, rec = level(meta.comments)
-    return rec is None and note is not None
+    if rec is not None or note is None:
+        return 0
+    m = _SEGMENTS.search(meta.comments[note])
+    return max(1, int(m.group(1))) if m else 1
 
 
 _CONT = object()    # pending: an input index inside a run placed before it (_fast)

@@ -64,6 +64,22 @@ def test_gso_partial_from_the_frame_length():
     assert all(len(p.data) == 1514 for p in out)
 
 
+def test_gso_partial_bounded_by_gso_max_size():
+    """GSO_PARTIAL takes the inner length from the frame's original length:
+    never from one beyond GSO_MAX_SIZE (a damaged record: 0xFFFFFFFF once
+    gave 3 million segments), which passes unchanged, counted
+    record_lengths; at the bound the frame is still cut."""
+    from pcapgro.gso.ipv4 import GSO_MAX_SIZE
+    mss = 1500 - _hdrs("vxlan", {}, 4)
+    one = Tunnel("vxlan").wrap(Flow(4, ipid=7).pkt(0, mss))
+    sup = Packet(0, one.data, 0xFFFFFFFF, 0, 1)
+    out, st = split([sup])
+    assert out == [sup] and st.passed == {Pass.RECORD_LENGTHS: 1} and st.split == 0
+    at = Packet(0, one.data, 14 + GSO_MAX_SIZE, 0, 1)
+    out, st = split([at])
+    assert st.split == 1 and len(out) == -(-(GSO_MAX_SIZE - (1500 - mss)) // mss)
+
+
 def test_non_tcp_inside_a_tunnel_passes():
     t = Tunnel("ipip")
     f = Flow(4)

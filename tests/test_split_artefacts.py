@@ -18,7 +18,7 @@ from pcapgro.capture import open_writer
 from pcapgro.gso import GSOConfig, GSOSplitter, Pass
 from pcapgro.record import EPB_FLAG_TSO, Interface, Packet, PacketMeta, Section
 
-from capture_helpers import run_cli
+from capture_helpers import REPO, run_cli
 from test_gso_support import (csum16, eth, fix_l4, ip_ok, ipv4, ipv6, l3_info, l4_ok, payload,
                               pkt, read_packets, seed_tcp, tcp_hdr, udp_hdr)
 
@@ -368,6 +368,24 @@ def test_fault_captures(tmp_path, name):
     assert d["packets_in"] == d["packets_out"] == 1
     assert d["bytes_in"] == d["bytes_out"] == 2030
     assert d["gso"]["pass_reasons"] == {"record_lengths": 1}
+    assert p.stderr.decode().count("\n") == 1 and "contradict" in p.stderr.decode()
+    a, b = read_packets(src), read_packets(out)
+    assert [(x.data, x.orig_len) for x in a] == [(x.data, x.orig_len) for x in b]
+
+
+def test_vxlan_mutant_with_a_4g_original_length(tmp_path):
+    """tests/captures/vxlan4-origlen-4g-mutant.pcap (a fuzz mutant: one VXLAN
+    frame whose record claims 0xFFFFFFFF bytes, headers of one segment):
+    split once wrote 3 million segments for it; now every record passes
+    unchanged, that one counted record_lengths with one warning line."""
+    import json
+    src = REPO / "tests" / "captures" / "vxlan4-origlen-4g-mutant.pcap"
+    out = tmp_path / "o.pcap"
+    p = run_cli("split", "-q", "--stats", "-", src, out, check=0)
+    d = json.loads(p.stdout)
+    assert d["packets_in"] == d["packets_out"] == 19
+    assert d["bytes_in"] == d["bytes_out"]
+    assert d["gso"]["pass_reasons"] == {"record_lengths": 1, "small": 18}
     assert p.stderr.decode().count("\n") == 1 and "contradict" in p.stderr.decode()
     a, b = read_packets(src), read_packets(out)
     assert [(x.data, x.orig_len) for x in a] == [(x.data, x.orig_len) for x in b]

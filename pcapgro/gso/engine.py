@@ -174,8 +174,9 @@ class GSOSplitter:
         bad = self.stats.passed[Pass.RECORD_LENGTHS]
         if bad:
             warn(f"split: {bad} record{'s' if bad != 1 else ''} whose lengths contradict "
-                 "each other (captured > original length, or an IP length of 0 with an "
-                 f"original length beyond {ipv4.GSO_MAX_SIZE} bytes) passed unchanged")
+                 "each other (captured > original length, or an original length beyond "
+                 f"{ipv4.GSO_MAX_SIZE} bytes that the IP or tunnel headers do not "
+                 "say) passed unchanged")
 
     def transform_batches(self, batches):
         """List in, list out form of :meth:`process` for the pipeline (see
@@ -290,6 +291,8 @@ class GSOSplitter:
             return self._pass(pkt, Pass.FCS)
         rec = recorded_gso_size(pkt.meta)
         out = tunnel.split(self, pkt, l3, next_ts, rec if rec else 0, _Flow)
+        if type(out) is Pass:
+            return self._pass(pkt, out)
         return out if out is not None else self._pass(pkt, reason)
 
     def _drain(self, pending):
@@ -576,7 +579,9 @@ class GSOSplitter:
                 return self._tunnel(pkt, l3, next_ts, Pass.TUNNEL)
             # notes an inner SYN's MSS; cuts only with --mss (as plain TCP)
             out = tunnel.split(self, pkt, l3, next_ts, 0, _Flow)
-            return out if out is not None else self._pass(pkt, Pass.SMALL)
+            if out is None or type(out) is Pass:
+                return self._pass(pkt, Pass.SMALL if out is None else out)
+            return out
         if g is None:
             if l3len > cfg.mtu:
                 raise UnusableInput(

@@ -65,25 +65,64 @@ def parse(data, l3off, orig_len):
     if data[l3off] >> 4 != 6:
         return Pass.BAD_HEADER
     plen = _u16.unpack_from(data, l3off + 4)[0]
-    nh = data[l3off + 6]
-    src = data[l3off + 8:l3off + 24]
-    pdst = data[l3off + 24:l3off + 40]
-    off = l3off + 40
+    hop = _jumbo_hop(data, l3off, plen)
+    if type(hop) is Pass:
+        return hop
+    nh, off, fixed, jumbo = hop
     ext_start = off
-    jumbo = None
+    ext = _walk_ext(data, nh, off, data[l3off + 24:l3off + 40])
+    if type(ext) is Pass:
+        return ext
+    nh, off, pdst = ext
+    if plen:
+        end = l3off + 40 + plen
+    elif jumbo is not None:
+        end = l3off + 40 + jumbo
+    else:
+        end = orig_len
+    if not plen and end - l3off > GSO_MAX_SIZE:
+        return Pass.RECORD_LENGTHS
+    if end > orig_len or end < off:
+        return Pass.BAD_LENGTH
+    r = L3()
+    r.family = 6
+    r.l3off = l3off
+    r.hdr = fixed + data[ext_start:off]
+    r.l4off = off
+    r.proto = nh
+    r.l4len = end - off
+    r.src = data[l3off + 8:l3off + 24]
+    r.pdst = pdst
+    r.ipid = 0
+    r.len0 = not plen
+    return r
+
+
+def _jumbo_hop(data, l3off, plen):
+    """ipv6_hopopt_jumbo_remove: ``(next header, offset after it, fixed
+    header to copy, jumbo length or None)`` -- a Hop-by-Hop header of
+    exactly the jumbo shape (payload length 0) is removed, anything else
+    stays for :func:`_walk_ext` -- or a Pass reason (TRUNCATED, EXT_HEADER)."""
+    nh = data[l3off + 6]
+    off = l3off + 40
     fixed = data[l3off:l3off + 40]
     if nh == NEXTHDR_HOP and plen == 0:
-        # ipv6_hopopt_jumbo_remove: only this exact shape is removed
-        if n < off + 8:
+        if len(data) < off + 8:
             return Pass.TRUNCATED
         if data[off + 1] == 0 and data[off + 2] == IPV6_TLV_JUMBO and data[off + 3] == 4:
             if data[off] != 6:
                 return Pass.EXT_HEADER
-            jumbo = _u32(data, off + 4)[0]
-            nh = 6
-            off += 8
-            ext_start = off
-            fixed = fixed[:6] + b"\x06" + fixed[7:]
+            return 6, off + 8, fixed[:6] + b"\x06" + fixed[7:], _u32(data, off + 4)[0]
+    return nh, off, fixed, None
+
+
+def _walk_ext(data, nh, off, pdst):
+    """The Hop-by-Hop (first only), Routing and Destination Options headers
+    from ``off`` (next header ``nh``): ``(upper-layer protocol, its
+    offset, final destination)`` (``pdst`` unless a Routing header with
+    segments left names another), or a Pass reason (TRUNCATED,
+    EXT_HEADER: a later Hop-by-Hop or a jumbo option; FRAGMENT)."""
+    n = len(data)
     first = True
     while nh in _EXT:
         if nh == NEXTHDR_HOP and not first:
@@ -107,28 +146,7 @@ def parse(data, l3off, orig_len):
         first = False
     if nh == NEXTHDR_FRAGMENT:
         return Pass.FRAGMENT
-    if plen:
-        end = l3off + 40 + plen
-    elif jumbo is not None:
-        end = l3off + 40 + jumbo
-    else:
-        end = orig_len
-    if not plen and end - l3off > GSO_MAX_SIZE:
-        return Pass.RECORD_LENGTHS
-    if end > orig_len or end < off:
-        return Pass.BAD_LENGTH
-    r = L3()
-    r.family = 6
-    r.l3off = l3off
-    r.hdr = fixed + data[ext_start:off]
-    r.l4off = off
-    r.proto = nh
-    r.l4len = end - off
-    r.src = src
-    r.pdst = pdst
-    r.ipid = 0
-    r.len0 = not plen
-    return r
+    return nh, off, pdst
 
 
 def seg_headers(l3, l4lens):

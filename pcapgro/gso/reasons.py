@@ -26,8 +26,10 @@ class Pass(str, enum.Enum):
     BAD_LENGTH = "bad_length"      # length fields inconsistent with the frame
     RECORD_LENGTHS = "record_lengths"  # the record's lengths contradict each other:
                                    # captured > original length, or an IP length
-                                   # field of 0 with an original length beyond
-                                   # GSO_MAX_SIZE (damage, not a super-frame)
+                                   # field of 0 (or a tunnel frame whose headers
+                                   # say less: GSO_PARTIAL) with an original
+                                   # length beyond GSO_MAX_SIZE (damage, not a
+                                   # super-frame)
     TUNNEL = "tunnel"              # super-frame inside VXLAN / Geneve / IP-in-IP / GRE
                                    # that tunnel GSO (gso/tunnel.py) does not cut: UDP
                                    # inside, a second level, GRE seq: written unchanged

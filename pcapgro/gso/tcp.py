@@ -96,23 +96,36 @@ def segment(data, l3, thl, mss, fixed_id):
     l4off = l3.l4off
     poff = l4off + thl
     P = l3.l4len - thl
-    n = max(1, (P + mss - 1) // mss)       # a length fix-up: one segment
-    lens = [mss] * (n - 1)
-    lens.append(P - mss * (n - 1))
+    lens = _seg_lens(P, mss)
+    n = len(lens)
     l4lens = [thl + L for L in lens]
     l3hdrs = l3.seg_headers(l4lens, fixed_id)
     if l3hdrs is None:
         return None
     cap_pay = min(len(data), l4off + l3.l4len) - poff
-    if cap_pay >= P:
-        m = n
-    else:
-        m = max(cap_pay, 0) // mss
+    m = n if cap_pay >= P else max(cap_pay, 0) // mss     # segments captured whole
     mv = memoryview(data)
     sums = [0] if P == 0 else batch_sums(
         [mv[poff + k * mss:poff + k * mss + lens[k]] for k in range(m)])
+    frames = _frames(data, l3, thl, mss, lens, l4lens, l3hdrs, m, cap_pay, sums)
+    return frames, n - m
 
-    th = bytearray(data[l4off:poff])
+
+def _seg_lens(P, mss):
+    """Payload bytes of each segment (list of int) of a ``P``-byte payload
+    cut every ``mss`` bytes: one segment (of ``P``, 0 too) when ``P <= mss``."""
+    n = max(1, (P + mss - 1) // mss)       # a length fix-up: one segment
+    lens = [mss] * (n - 1)
+    lens.append(P - mss * (n - 1))
+    return lens
+
+
+def _tcp_template(data, l3, thl):
+    """The super-frame's TCP header with sequence number, flags and checksum
+    zeroed (bytearray), its sequence number and flags, the pseudo-header sum
+    without the length (``ps0``) and ``ps0`` plus the template's sum."""
+    l4off = l3.l4off
+    th = bytearray(data[l4off:l4off + thl])
     seq0 = _u32.unpack_from(th, 4)[0]
     flags0 = th[13]
     th[4:8] = b"\0\0\0\0"
@@ -123,13 +136,25 @@ def segment(data, l3, thl, mss, fixed_id):
         ps0 = pseudo_sum_v4(l3.src, l3.pdst, 6, 0)
     else:
         ps0 = pseudo_sum_v6(l3.src, l3.pdst, 6, 0)
-    base = ps0 + hs0
+    return th, seq0, flags0, ps0, ps0 + hs0
+
+
+def _frames(data, l3, thl, mss, lens, l4lens, l3hdrs, m, cap_pay, sums):
+    """tcp_gso_segment's per-segment fix-up (seq, FIN/PSH on the last only,
+    CWR on the first only, checksum) of each segment: the list of
+    ``(bytes, orig_len, csum_valid)`` (see :func:`segment`); the first
+    ``m`` captured whole (``sums``: their payloads' sums), the others cut
+    (``cap_pay`` payload bytes captured in all) with the seed."""
+    th, seq0, flags0, ps0, base = _tcp_template(data, l3, thl)
+    poff = l3.l4off + thl
+    mv = memoryview(data)
     l2 = data[:l3.l3off]
     hl = len(l3hdrs[0])
     frames = []
     append = frames.append
     pack32 = _u32.pack_into
     pack16 = _u16.pack_into
+    n = len(lens)
     last = n - 1
     for k in range(n):
         flags = flags0
@@ -153,4 +178,4 @@ def segment(data, l3, thl, mss, fixed_id):
             pay = mv[start:start + got]
             ok = False
         append((b"".join((l2, l3hdrs[k], th, pay)), l3.l3off + hl + tl, ok))
-    return frames, n - m
+    return frames

@@ -145,7 +145,10 @@ def split(sp, pkt, l3, next_ts, recorded, flow_cls):
     GSOSplitter ``sp``; ``recorded``: the gso_size pcapgro merge recorded
     (or 0); ``flow_cls``: the splitter's per-flow record class.  Returns
     the segment Packets, or None when this module does not cut it (the
-    caller passes it, "tunnel")."""
+    caller passes it, "tunnel"), or Pass.RECORD_LENGTHS when only the
+    record's original length makes it a super-frame and that length is
+    beyond GSO_MAX_SIZE (damage: a mutated original length of 4 GiB once
+    gave 3 million segments of nothing)."""
     data = pkt.data
     t = locate(data, l3)
     if t is None:
@@ -157,6 +160,8 @@ def split(sp, pkt, l3, next_ts, recorded, flow_cls):
         return None
     big = end - l3.l3off > sp.cfg.mtu
     if big and inner.l4off + inner.l4len < end:
+        if end - l3.l3off > ipv4.GSO_MAX_SIZE:
+            return Pass.RECORD_LENGTHS      # no skb GSO is handed is that long
         inner.l4len = end - inner.l4off                   # GSO_PARTIAL
     r = tcp.parse(data, inner.l4off, inner.l4len)
     if type(r) is Pass:
