@@ -28,8 +28,19 @@ class GROConfig:
                            only" flush rule.
         napi_budget:       packets per NAPI poll (the driver's weight, 64 in
                            most drivers); 0 = a poll ends only at a gap.
+        poll_model:        'gap' (a poll ends at an arrival gap over
+                           ``poll_gap_ns``; the compiled loop runs it) or
+                           'work' (polls follow the receiver's work:
+                           :mod:`pcapgro.gro.napi`; Python paths only).
         poll_gap_ns:       a gap in arrival times longer than this ends a
                            NAPI poll (interrupt moderation); ns.
+        poll_wake_ns:      work model: from a packet finding the device
+                           idle to its poll's start, ns.
+        poll_rx_ns:        work model: receive work per packet, ns.
+        deliver_ns:        work model: handing a poll's packets up, fixed
+                           part, ns.
+        deliver_seg_ns:    work model: handing up, per packet of the poll,
+                           ns (gro_normal_batch delivery).
         gro_flush_timeout: ns; 0 = every poll end completes everything
                            (the default); > 0 = polls only complete packets
                            from an older jiffy, the timer completes the rest
@@ -73,7 +84,12 @@ class GROConfig:
     csum: str = "valid"
     hz: int = 250
     napi_budget: int = 0
+    poll_model: str = "gap"
     poll_gap_ns: int = 1_000_000
+    poll_wake_ns: int = 2_000
+    poll_rx_ns: int = 2_000
+    deliver_ns: int = 10_000
+    deliver_seg_ns: int = 1_000
     gro_flush_timeout: int = 0
     hash: str = "flow"
     udp: str = "off"

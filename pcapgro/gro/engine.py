@@ -29,6 +29,7 @@ from .flush import Flush, Pass
 from .offload import inet_offload, packet_offload
 from .network import ipid_step
 from .payload import Run, block_psum, run_psum, run_payloads
+from .napi import PollClock
 from .plan import plan_poll
 from .seg import Seg
 
@@ -106,6 +107,10 @@ class GROEngine(NAPI):
         # datagrams go through the Python paths (pcapgro.gro.udp_tunnel)
         self._c_ok = cfast.usable(self.cfg) and not (self.cfg.vxlan_ports
                                                       or self.cfg.geneve_ports)
+        # the work poll model (pcapgro.gro.napi) runs on the Python paths
+        self._clock = PollClock(self.cfg) if self.cfg.poll_model == "work" else None
+        if self._clock is not None:
+            self._c_ok = False
         # blocks written ahead of held packets (pcapgro.restore.BlockClaims)
         self._claims = restore.BlockClaims()
 
@@ -216,7 +221,7 @@ class GROEngine(NAPI):
                 stats.csum["verified"] += cls.n_verified
         else:
             cls = None
-        if cfg.napi_budget:
+        if cfg.napi_budget and self._clock is None:
             self._loop_budget(batch, base, cls)
             return
         ts = [ev.ts for ev in batch]
@@ -277,7 +282,7 @@ class GROEngine(NAPI):
         """:meth:`_chunk` on the Python paths."""
         cfg = self.cfg
         n = len(lb)
-        if not cfg.fast_path or cfg.napi_budget:
+        if not cfg.fast_path or (cfg.napi_budget and self._clock is None):
             self._packets(lb.packets())
             return
         off, cap, orig, t = lb.columns()
@@ -334,29 +339,41 @@ class GROEngine(NAPI):
         gaps here), calling ``run(a, b)`` for each run of packets a..b-1 of
         one poll and ending the polls in between."""
         cfg = self.cfg
-        gap = cfg.poll_gap_ns
         n = len(ts)
-        if t is not None:
-            ends = (np.flatnonzero(np.diff(t) > gap) + 1).tolist()
-        else:
-            ends = [i for i in range(1, n) if ts[i] - ts[i - 1] > gap]
         last = self.last_ts
-        if last is not None and ts[0] - last > gap:
-            ends.insert(0, 0)
+        if self._clock is not None:
+            ends, why = self._work_ends(ts)
+        else:
+            gap = cfg.poll_gap_ns
+            if t is not None:
+                ends = (np.flatnonzero(np.diff(t) > gap) + 1).tolist()
+            else:
+                ends = [i for i in range(1, n) if ts[i] - ts[i - 1] > gap]
+            if last is not None and ts[0] - last > gap:
+                ends.insert(0, 0)
+            why = None
         ends.append(n)
         self.last_ts = ts[-1]
         timeout = cfg.gro_flush_timeout
         a = 0
-        for b in ends:
-            if b == 0:
+        for k, b in enumerate(ends):
+            if b == 0 or a:
                 if self.flows:
-                    self.poll_end(last, ts[0], timeout)
-                continue
-            if a:
-                if self.flows:
-                    self.poll_end(ts[a - 1], ts[a], timeout)
+                    prev = last if b == 0 else ts[a - 1]
+                    if why is not None and why[k - (b != 0)] == Flush.BUDGET:
+                        self.flush(Flush.BUDGET, prev, old_only=cfg.hz >= 1000)
+                    else:
+                        self.poll_end(prev, ts[b if b == 0 else a], timeout)
+                if b == 0:
+                    continue
             run(a, b)
             a = b
+
+    def _work_ends(self, ts):
+        """The work model's poll starts among ``ts`` (list of indexes) and
+        why the poll before each ended (list of Flush reasons)."""
+        got = self._clock.ends(ts)
+        return [i for i, _ in got], [r for _, r in got]
 
     def _run_general(self, batch, base, ts, a, b):
         """Packets ``a..b-1`` of ``batch`` (one poll) on the general path."""

@@ -131,6 +131,23 @@ MERGE_OPTIONS = (
     Option("poll_gap", "--poll-gap", type=click.IntRange(0), default=1_000_000, metavar="NS",
            field="poll_gap_ns",
            help="A gap between packets longer than this ends a NAPI poll (ns)."),
+    Option("poll_model", "--poll-model", type=click.Choice(["gap", "work"]), default="gap",
+           field="poll_model",
+           help="NAPI polls: 'gap' = a poll ends at a gap over --poll-gap (compiled loop); "
+                "'work' = polls follow the receiver's work (--poll-wake, --poll-rx-cost, "
+                "--deliver-cost, --deliver-seg-cost, --napi-budget; Python engine, slower)."),
+    Option("poll_wake", "--poll-wake", type=click.IntRange(0), default=2_000, metavar="NS",
+           field="poll_wake_ns",
+           help="--poll-model work: from a packet finding the device idle to its poll (ns)."),
+    Option("poll_rx_cost", "--poll-rx-cost", type=click.IntRange(0), default=2_000,
+           metavar="NS", field="poll_rx_ns",
+           help="--poll-model work: receive work per packet (ns)."),
+    Option("deliver_cost", "--deliver-cost", type=click.IntRange(0), default=10_000,
+           metavar="NS", field="deliver_ns",
+           help="--poll-model work: handing a poll's packets up, fixed part (ns)."),
+    Option("deliver_seg_cost", "--deliver-seg-cost", type=click.IntRange(0), default=1_000,
+           metavar="NS", field="deliver_seg_ns",
+           help="--poll-model work: handing up, per packet of the poll (ns)."),
     Option("hash", "--hash", type=click.Choice(["flow", "none"]), default="flow", field="hash",
            help="Flow hash: 'flow' = each flow its own (RSS, local sockets), "
                 "'none' = all in GRO bucket 0 (tcpreplay into a veth)."),

@@ -1,0 +1,73 @@
+"""The work-driven NAPI poll model (issue 21, --poll-model work)."""
+
+from pathlib import Path
+
+from pcapgro.agreement import measure, merge_packets
+from pcapgro.gro import GROConfig
+from pcapgro.gro.flush import Flush
+from pcapgro.gro.napi import PollClock
+
+from test_agreement import _segs
+
+NAPI = Path(__file__).parent / "captures" / "napi"
+US = 1000
+
+
+def clock(**kw):
+    base = dict(poll_wake_ns=2 * US, poll_rx_ns=2 * US, deliver_ns=10 * US,
+                deliver_seg_ns=1 * US)
+    base.update(kw)
+    return PollClock(GROConfig(**base))
+
+
+def test_poll_takes_what_arrived_and_ends_on_empty_queue():
+    # poll starts at 2 µs, done with packet 0 at 4, 1 at 6, 2 at 8; 50 µs
+    # finds the queue empty since 8: a new poll
+    assert clock().ends([0, 1 * US, 2 * US, 50 * US]) == [(3, Flush.POLL_END)]
+
+
+def test_packets_arriving_while_delivering_start_the_next_poll():
+    # poll of packet 0: done at 4 µs, delivery until 4 + 10 + 1 = 15 µs;
+    # 5 µs and 14 µs wait and are taken together from 15 µs
+    c = clock()
+    assert c.ends([0, 5 * US, 14 * US, 16 * US]) == [(1, Flush.POLL_END)]
+    assert c.now == 15 * US + 3 * 2 * US
+
+
+def test_budget_ends_a_poll():
+    c = clock(napi_budget=2)
+    assert c.ends([0, 1, 2]) == [(2, Flush.BUDGET)]
+
+
+def test_state_carries_across_batches():
+    c = clock()
+    assert c.ends([0, 1 * US]) == []
+    assert c.ends([2 * US, 50 * US]) == [(1, Flush.POLL_END)]
+
+
+def test_segments_apart_longer_than_a_poll_are_not_merged():
+    """Three TCP segments 1 µs apart merge in both models; 30 µs apart
+    only the gap model merges them."""
+    segs = _segs(3)
+    assert len(merge_packets(segs, poll_model="work")[0]) == 1
+    for k, p in enumerate(segs):
+        p.ts = 30 * US * k
+    assert len(merge_packets(segs)[0]) == 1
+    out, st = merge_packets(segs, poll_model="work")
+    assert len(out) == 3
+    assert st.flush[Flush.POLL_END] == 2
+
+
+def test_udp_one_per_send_kernel_captures():
+    """Kernel-made: one datagram per sendto 100 µs / 1 ms apart, each
+    handed up alone; the work model gives exactly that, the gap model
+    does not."""
+    for name in ("udp-100us", "udp-1ms"):
+        w, r = NAPI / f"{name}-wire.pcap", NAPI / f"{name}-gro.pcap"
+        assert measure(w, r, udp="gro", poll_model="work").exact
+        assert not measure(w, r, udp="gro").exact
+
+
+def test_tcp_app_limited_kernel_capture():
+    w, r = NAPI / "tcp-app-200B-100us-wire.pcap", NAPI / "tcp-app-200B-100us-gro.pcap"
+    assert measure(w, r, poll_model="work").exact
