@@ -128,3 +128,27 @@ def write_events(path, events, fmt="pcapng"):
     for e in events:
         w.write(e)
     w.close()
+
+
+def restore_in_process(src, out, restorer, each=None, nanosecond=False):
+    """Run ``restorer`` (a :class:`pcapgro.restore.Restorer`) over capture
+    ``src`` through :func:`pcapgro.pipeline.run`, as ``split --restore``
+    does, writing classic pcap to ``out``; ``each(event)`` (optional) sees
+    every event the Restorer yields."""
+    from pcapgro import pipeline
+    from pcapgro.capture import open_reader
+    from pcapgro.capture.pcap import PcapWriter
+    wr = PcapWriter(open(out, "wb"), nanosecond=nanosecond)
+    rd = open_reader(src)
+
+    def events(evs):
+        for e in restorer.process(evs):
+            if each is not None:
+                each(e)
+            yield e
+    events.__self__ = restorer       # the pipeline sets the Restorer up
+    try:
+        pipeline.run(rd, wr, events)
+    finally:
+        rd.close()
+    wr.close()

@@ -14,10 +14,10 @@ import json
 
 import pytest
 
-from capture_helpers import compiled_then_python, read_events, run_cli, write_events
-from pcapgro import pipeline, restore
-from pcapgro.capture import _stream, open_reader
-from pcapgro.capture.pcap import PcapWriter
+from capture_helpers import (compiled_then_python, read_events, restore_in_process, run_cli,
+                             write_events)
+from pcapgro import restore
+from pcapgro.capture import _stream
 from pcapgro.record import Interface, Packet, PacketMeta
 from test_gro_cfast import rule_traffic
 
@@ -49,19 +49,9 @@ def cut_merge(tmp_path_factory):
 
 def _restore_in_process(src, out, chunk=None, monkeypatch=None):
     r = restore.Restorer()
-    wr = PcapWriter(open(out, "wb"), nanosecond=True)
     if chunk is not None:
         monkeypatch.setattr(_stream, "CHUNK", chunk)
-    rd = open_reader(src)
-
-    def events(evs):
-        return r.process(evs)
-    events.__self__ = r       # the pipeline sets the Restorer up
-    try:
-        pipeline.run(rd, wr, events)
-    finally:
-        rd.close()
-    wr.close()
+    restore_in_process(src, out, r, nanosecond=True)
     return dict(r.stats)
 
 

@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from capture_helpers import REPO, run_cli, compiled_then_python, read_events, write_events
-from pcapgro import pipeline, restore
-from pcapgro.capture import _stream, open_reader
-from pcapgro.capture.pcap import PcapWriter
+from capture_helpers import (REPO, run_cli, compiled_then_python, read_events,
+                             restore_in_process, write_events)
+from pcapgro import restore
+from pcapgro.capture import _stream
 from pcapgro.record import Block, HostRecords, Packet, PacketMeta, Section
 
 try:
@@ -88,20 +88,11 @@ def _restore_both(tmp_path, monkeypatch, src, chunk=None):
     for no_c in compiled_then_python(monkeypatch):
         out = tmp_path / f"o{no_c}.pcap"
         r = restore.Restorer()
-        wr = PcapWriter(open(out, "wb"))
-        rd = open_reader(src)
 
-        def events(evs, r=r):
-            for e in r.process(evs):
-                if type(e) is HostRecords and not no_c:
-                    seen["blocks"] += 1
-                yield e
-        events.__self__ = r       # the pipeline sets the Restorer up
-        try:
-            pipeline.run(rd, wr, events)
-        finally:
-            rd.close()
-        wr.close()
+        def each(e, no_c=no_c):
+            if type(e) is HostRecords and not no_c:
+                seen["blocks"] += 1
+        restore_in_process(src, out, r, each)
         outs.append((out.read_bytes(), dict(r.stats)))
     return outs, seen
 

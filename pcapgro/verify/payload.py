@@ -83,7 +83,9 @@ NO_TUNNELS = Tunnels()
 
 
 def _gre_inner(data, o):
-    """``(offset, ethertype)`` of the packet inside the GRE header at
+    """tshark's view of GRE, not the kernel's (pcapgro.gso.tunnel and
+    pcapgro.gro.gre take only the K and C flags; tshark also dissects S).
+    ``(offset, ethertype)`` of the packet inside the GRE header at
     ``o`` (RFC 2784/2890, version 0: 4 bytes plus 4 per C, K and S bit),
     or None (another version, a routing-present bit, cut short)."""
     if len(data) < o + 4:
