@@ -4,7 +4,7 @@ segmenter (pcapgro/_gso.c), split --restore's record reader
 
 Everything else is in pyproject.toml.  The extension is optional: without
 a C compiler (or Python headers) the build goes on and pcapgro runs its
-numpy fast path instead (same output, slower; see pcapgro/gro/cfast.py).
+Python reference path instead (same output, slower; see pcapgro/gro/cfast.py).
 """
 
 from setuptools import Extension, setup

@@ -9,11 +9,10 @@ Per-segment checksums in CPython are costly (int.from_bytes(...) % 0xFFFF
 takes ~3.7 µs for a 1448-byte segment), so :func:`batch_sums` sums many
 blocks in one numpy pass (np.add.reduceat over little-endian 32-bit words;
 a little-endian sum is the byte-swap, i.e. ×256 mod 0xFFFF, of the
-big-endian one); :func:`range_sums` does the same for many byte ranges
-of one buffer without copying them.
+big-endian one).
 """
 
-__all__ = ["ones_sum", "fold", "checksum", "batch_sums", "range_sums",
+__all__ = ["ones_sum", "fold", "checksum", "batch_sums",
            "ipv4_header_ok", "ipv4_header_checksum", "pseudo_sum_v4",
            "pseudo_sum_v6"]
 
@@ -118,113 +117,3 @@ class LazyNumpy:
 
 
 np = LazyNumpy(globals())
-
-# the bytes of a little-endian 32-bit word that lie before a point r bytes into it
-_PART_MASK = (0, 0xFF, 0xFFFF, 0xFFFFFF)
-# a sum of little-endian words is byte-swapped (x 256 mod 0xFFFF) relative to
-# the big-endian sum of a range starting at an even offset; [start & 1]
-_SWAP_SHIFT = (8, 0)
-
-
-def range_sums(buf, starts, ends):
-    """One's-complement sums of many byte ranges of one buffer, in one pass.
-
-    ``range_sums(buf, starts, ends)[i] == ones_sum(buf[starts[i]:ends[i]])``:
-    the sum of the range's big-endian 16-bit words, an odd trailing byte
-    padded with zero on the right, reduced mod 0xFFFF (an empty range gives
-    0).  This is the kernel's csum_partial (lib/checksum.c, or the arch
-    version, e.g. arch/x86/lib/csum-partial_64.c) over each range, folded
-    the way :func:`fold` does but with 0xFFFF mapped to 0.
-
-    Args:
-        buf: a C-contiguous bytes-like object (bytes, bytearray, memoryview,
-            ...); offsets are in bytes from its start, whatever its item
-            size or memory alignment.
-        starts, ends: 1-d integer arrays (converted to numpy int64) of the
-            same length n, byte offsets with 0 <= starts[i] <= ends[i] <=
-            len(buf) (in bytes).  Starts and ends may have either parity;
-            ranges may overlap, repeat and come in any order.
-
-    Returns:
-        numpy int64 array of shape (n,), values in 0..0xFFFE.
-
-    Raises:
-        ValueError: starts and ends are not 1-d of the same length, or some
-            range is not within 0 <= start <= end <= len(buf).  Nothing
-            outside ``buf`` is ever read.
-
-    Cost: one np.add.reduceat over the 32-bit words of ``buf`` from the
-    lowest to the highest offset, plus a few numpy calls on arrays of n or
-    2n; ranges that overlap or are out of order cost an argsort of the 2n
-    offsets, not more summing.
-    """
-    a8 = np.frombuffer(buf, dtype=np.uint8)
-    size = a8.size
-    starts = np.asarray(starts, dtype=np.int64)
-    ends = np.asarray(ends, dtype=np.int64)
-    if starts.ndim != 1 or starts.shape != ends.shape:
-        raise ValueError("starts and ends must be 1-d arrays of the same length, "
-                         f"got shapes {starts.shape} and {ends.shape}")
-    n = starts.shape[0]
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    # W(x): sum of the little-endian 32-bit words wholly before offset x
-    # (exact in uint64: < 2**62 while len(buf) < 2**26), g = x >> 2 of them;
-    # P(x): the 0..3 bytes of word g before x, as a masked word.  The
-    # little-endian sum of a range is W(e) - W(s) + P(e) - P(s), and its
-    # big-endian sum that byte-swapped (x 256) when s is even.
-    pts = np.empty(2 * n, dtype=np.int64)
-    pts[0::2] = starts
-    pts[1::2] = ends
-    g = pts >> 2
-    nw = size >> 2
-    words = np.frombuffer(buf, dtype="<u4", count=nw)
-    if (pts[1:] >= pts[:-1]).all():
-        # the usual case, packets of a chunk: s0 <= e0 <= s1 <= e1 ... so
-        # one reduceat between the interleaved word indices gives each
-        # W(e) - W(s) at even positions
-        if pts[0] < 0 or pts[-1] > size:
-            raise ValueError(f"ranges must lie within 0..len(buf) = {size}")
-        gmax = int(g[-1])
-        k = 2 * n - 1 if g[-2] < gmax else int(np.searchsorted(g, gmax))
-        if k == 2 * n - 1:
-            bulk = np.add.reduceat(words[:gmax], g[:k], dtype=np.uint64)[0::2]
-        else:
-            # indices must be < gmax: the last ranges lie in word gmax
-            bulk = np.zeros(n, dtype=np.uint64)
-            if k:
-                red = np.add.reduceat(words[:gmax], g[:k], dtype=np.uint64)
-                bulk[:(k + 1) >> 1] = red[0::2]
-        bulk *= g[0::2] < g[1::2]           # reduceat gives words[i] for i:i
-    else:
-        if (starts > ends).any() or pts.min() < 0 or pts.max() > size:
-            raise ValueError(f"ranges must satisfy 0 <= start <= end <= len(buf) = {size}")
-        # W at the offsets in increasing order: reduceat between
-        # consecutive word indices, then a running sum
-        order = np.argsort(pts, kind="stable")
-        gs = g[order]
-        gmax = int(gs[-1])
-        k = int(np.searchsorted(gs, gmax))
-        W = np.zeros(2 * n, dtype=np.uint64)
-        if k:
-            red = np.add.reduceat(words[:gmax], gs[:k], dtype=np.uint64)
-            red *= gs[:k] < gs[1:k + 1]
-            np.cumsum(red, out=W[1:k + 1])
-            W[k + 1:] = W[k]
-            W[order] = W.copy()
-        bulk = W[1::2] - W[0::2]
-    if nw:
-        part = words[g if gmax < nw else np.minimum(g, nw - 1)]
-    else:
-        part = np.zeros(2 * n, dtype=np.uint32)
-    if gmax == nw and size & 3:
-        # offsets in the 1..3 bytes after the last whole word
-        part[g == nw] = int.from_bytes(a8[nw << 2:].tobytes(), "little")
-    part &= np.array(_PART_MASK, dtype=np.uint32)[pts & 3]
-    res = bulk + part[1::2]
-    res -= part[0::2]
-    if size >= 1 << 26:
-        res %= 0xFFFF                       # keep res << 8 below 2**64
-    res <<= np.array(_SWAP_SHIFT, dtype=np.uint64)[starts & 1]
-    res %= 0xFFFF
-    return res.view(np.int64)

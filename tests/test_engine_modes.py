@@ -46,7 +46,7 @@ def _pcap(pkts):
 
 def merged(data, fmt, reference, **cfg):
     """``data`` (pcap bytes) merged to ``fmt``: (output bytes, stats)."""
-    extra = dict(fast_path=False, compiled=False) if reference else {}
+    extra = dict(compiled=False) if reference else {}
     eng = GROEngine(GROConfig(annotate=fmt == "pcapng", **extra, **cfg))
     with tempfile.TemporaryFile() as f:
         w = PcapWriter(f) if fmt == "pcap" else PcapngWriter(f)

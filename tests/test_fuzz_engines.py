@@ -83,7 +83,7 @@ def test_engines_survive_damaged_packets(seed, ci, fast, rate):
         q = mutate(p, rnd) if rnd.random() < rate else p
         ts += rnd.choice([1000, 1000, 5000, 2_000_000])
         pkts.append(Packet(ts, q.data, max(q.orig_len, len(q.data)), 0, q.linktype))
-    cfg = GROConfig(fast_path=fast, **CONFIGS[ci])
+    cfg = GROConfig(compiled=fast, **CONFIGS[ci])
     eng = GROEngine(cfg)
     out = list(eng.process(pkts))
     stt = eng.stats

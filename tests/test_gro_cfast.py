@@ -1,11 +1,10 @@
 """The compiled GRO loop (pcapgro/_native.c via pcapgro.gro.cfast) must
 write exactly what the Python engine writes: same bytes, same statistics.
 
-The Python engine is the reference (its fast paths are tested against its
-general path in test_gro_plan.py and test_gro_fastpath.py); here the same
-classic pcap goes through ``pipeline.run`` twice, once with the compiled
-loop and once without (``GROConfig(compiled=False)``), and once more
-through the general path alone.  The traffic exercises every rule the
+The Python engine is the reference (the compiled core is also tested
+against it in test_gro_plan.py, test_gro_fastpath.py and test_rule_list.py);
+here the same classic pcap goes through ``pipeline.run`` with the compiled
+loop and without (``GROConfig(compiled=False)``).  The traffic exercises every rule the
 loop implements (flag word, CWR, ack, options, TTL/TOS/DF, IPv4 ID
 modes, mss, sequence gaps, size limit, final flags, pure ACKs, bucket
 overflow, poll gaps, time going backwards, by microseconds or seconds, with
@@ -192,7 +191,7 @@ def run(data, compiled, chunk=1 << 22, min_run=1, **cfg):
 
 def general(pkts, nanosecond=True, byteorder="<", **cfg):
     """The general (reference) path's output file and stats."""
-    eng = GROEngine(GROConfig(annotate=False, fast_path=False, **cfg))
+    eng = GROEngine(GROConfig(annotate=False, compiled=False, **cfg))
     g = io.BytesIO()
     w = PcapWriter(g, nanosecond=nanosecond, byteorder=byteorder)
     w.write_batch([Section(byteorder), Interface(1, 262144, 9 if nanosecond else 6)])
@@ -330,14 +329,14 @@ def test_pcapng_second_section_earlier():
                   + [Section(), Interface(1, 262144, 9)] + second)
     w.close()
     outs = []
-    for cfg in (dict(compiled=True), dict(compiled=False), dict(fast_path=False)):
+    for cfg in (dict(compiled=True), dict(compiled=False)):
         eng = GROEngine(GROConfig(annotate=False, **cfg))
         f = io.BytesIO()
         w = PcapWriter(f)
         pipeline.run(PcapngReader(io.BytesIO(ng.getvalue())), w, eng.process)
         w.close()
         outs.append((f.getvalue(), eng.stats.to_dict()))
-    assert outs[0] == outs[1] == outs[2]
+    assert outs[0] == outs[1]
     out = [p for p in PcapReader(io.BytesIO(outs[0][0])) if type(p) is Packet]
     n1 = next(i for i, p in enumerate(out) if p.ts < first[0].ts)
     assert max(p.ts for p in out[:n1]) <= first[-1].ts

@@ -1,10 +1,9 @@
-"""The chunk planner (GROEngine._plan: a pcap chunk's packets taken flow by
-flow, merged in blocks, the output put back in arrival order) must write
-exactly what the general (reference) path writes packet by packet.
+"""GRO straight from pcap chunks (the compiled core where it models the
+configuration, the reference path where it hands over) must write exactly
+what the reference path writes packet by packet.
 
 Traffic is generated with several interleaved flows (more than a bucket
-holds, so that the planner's "no bucket can overflow" condition fails
-sometimes), pure ACKs in both directions, PSH segments, short segments, ID
+holds), pure ACKs in both directions, PSH segments, short segments, ID
 modes that change mid-flow, timestamps that sometimes go backwards or
 leave poll gaps, MSS of either parity, and the size limit crossed; the
 configurations vary the hash (one bucket for all, as tcpreplay'd traffic
@@ -22,7 +21,6 @@ from pcapgro import pipeline
 from pcapgro.capture import _stream
 from pcapgro.capture.pcap import PcapReader, PcapWriter
 from pcapgro.gro import GROConfig, GROEngine
-from pcapgro.gro.engine import GROEngine as _Engine
 from pcapgro.record import Interface, Packet, Section
 
 from pktbuild import ACK, PSH, Flow
@@ -87,60 +85,47 @@ CONFIGS = [dict(), dict(hash="none"), dict(gro_flush_timeout=200_000),
 
 
 def _chunk_vs_general(pkts, chunk, **cfg):
-    """(chunk path output, stats), (general path output, stats), plans run."""
-    ran = []
-    orig = _Engine._plan
-
-    def plan(self, *a):
-        r = orig(self, *a)
-        ran.append(r)
-        return r
-
+    """(chunk path output, stats), (reference path output, stats)."""
     old = _stream.CHUNK
     _stream.CHUNK = chunk
-    _Engine._plan = plan
     try:
-        # the Python planner (the compiled loop would take these chunks)
-        eng = GROEngine(GROConfig(annotate=False, compiled=False, **cfg))
+        eng = GROEngine(GROConfig(annotate=False, **cfg))
         f = io.BytesIO()
         w = PcapWriter(f, nanosecond=True)
         pipeline.run(PcapReader(io.BytesIO(_pcap(pkts))), w, eng.process)
         w.close()
     finally:
-        _Engine._plan = orig
         _stream.CHUNK = old
-    ref = GROEngine(GROConfig(annotate=False, fast_path=False, **cfg))
+    ref = GROEngine(GROConfig(annotate=False, compiled=False, **cfg))
     g = io.BytesIO()
     w = PcapWriter(g, nanosecond=True)
     w.write_batch([Section(), Interface(1, 262144, 9)])
     w.write_batch([p for p in ref.process(pkts) if type(p) is Packet])
     w.close()
-    return (f.getvalue(), eng.stats.to_dict()), (g.getvalue(), ref.stats.to_dict()), ran
+    return (f.getvalue(), eng.stats.to_dict()), (g.getvalue(), ref.stats.to_dict())
 
 
 @pytest.mark.parametrize("ci", range(len(CONFIGS)))
 @pytest.mark.parametrize("n_flows", [1, 3, 8, 12])
-def test_plan_matches_general_path(n_flows, ci):
+def test_chunks_match_reference_path(n_flows, ci):
     pkts = traffic(n_flows * 100 + ci, n_flows, 3000)
-    a, b, ran = _chunk_vs_general(pkts, 1 << 16, **CONFIGS[ci])
+    a, b = _chunk_vs_general(pkts, 1 << 16, **CONFIGS[ci])
     assert a == b
-    assert True in ran            # the planner did take chunks
 
 
-def test_plan_declines_when_a_bucket_could_overflow():
+def test_chunks_match_reference_when_a_bucket_overflows():
     # 12 flows all in bucket 0 (hash none): more than a bucket holds
     pkts = traffic(5, 12, 2000)
-    a, b, ran = _chunk_vs_general(pkts, 1 << 20, hash="none")
+    a, b = _chunk_vs_general(pkts, 1 << 20, hash="none")
     assert a == b
-    assert False in ran           # declined (and the loop took those polls)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), n_flows=st.integers(1, 12),
        ci=st.integers(0, len(CONFIGS) - 1), chunk=st.sampled_from([3000, 20000, 1 << 20]))
-def test_plan_matches_general_path_random(seed, n_flows, ci, chunk):
+def test_chunks_match_reference_path_random(seed, n_flows, ci, chunk):
     pkts = traffic(seed, n_flows, 800)
-    a, b, _ = _chunk_vs_general(pkts, chunk, **CONFIGS[ci])
+    a, b = _chunk_vs_general(pkts, chunk, **CONFIGS[ci])
     assert a == b
 
 
@@ -184,12 +169,11 @@ def test_pcap_writer_takes_parts():
 @pytest.mark.parametrize("chunk", [3100, 4600, 6200])
 def test_size_limit_restart_after_a_head_cut_by_the_snaplen(chunk):
     # a head cut by the snaplen held from an earlier chunk, whole segments
-    # merged into it, then the size limit: the planner starts the next
-    # aggregate from the head's fields (_next_head), which must not take
-    # what the cut head lacks (it raised AttributeError: cextra)
+    # merged into it, then the size limit: the next aggregate starts from
+    # a whole segment (the numpy planner this test was written for raised
+    # AttributeError here)
     f = Flow(4, ipid="inc")
     pkts = [f.pkt(0, 1448, ACK, ts=T0, snaplen=60)]
     pkts += [f.pkt(k * 1448, 1448, ACK, ts=T0 + k * US) for k in range(1, 12)]
-    a, b, ran = _chunk_vs_general(pkts, chunk, gro_max_size=5000)
+    a, b = _chunk_vs_general(pkts, chunk, gro_max_size=5000)
     assert a == b
-    assert True in ran

@@ -55,14 +55,14 @@ def run(pkts, step=10 * US, **cfg):
     """Run the engine; returns (parsed outputs, raw outputs, engine).
 
     The rules must hold on both of the engine's paths: the run is repeated
-    with ``fast_path=False`` (the general path) and must give the same
+    with ``compiled=False`` (the reference path) and must give the same
     packets and reasons."""
     if step is not None:
         pkts = stamp(pkts, step)
     eng = GROEngine(GROConfig(**cfg))
     out = list(eng.process(pkts))
-    if "fast_path" not in cfg:
-        ref = GROEngine(GROConfig(fast_path=False, **cfg))
+    if "compiled" not in cfg:
+        ref = GROEngine(GROConfig(compiled=False, **cfg))
         ref_out = list(ref.process(pkts))
         assert _sig(out, eng) == _sig(ref_out, ref), \
             "fast path and general path disagree"
@@ -1405,7 +1405,7 @@ def test_conservation_random_mix(mix):
     pkts, cfg = mix
     eng = GROEngine(GROConfig(**cfg))
     out = list(eng.process(pkts))
-    ref = GROEngine(GROConfig(fast_path=False, **cfg))
+    ref = GROEngine(GROConfig(compiled=False, **cfg))
     assert _sig(out, eng) == _sig(list(ref.process(pkts)), ref)
     P_in = [parse(p) for p in pkts]
     P_out = [parse(p) for p in out]

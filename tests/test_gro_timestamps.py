@@ -112,7 +112,7 @@ def _pcapng_bytes(sections):
     return f.getvalue()
 
 
-ENGINES = {"general": dict(fast_path=False), "fast": dict(compiled=False),
+ENGINES = {"general": dict(compiled=False),
            "budget": dict(napi_budget=64), "annotated": dict(annotate=True)}
 
 
@@ -126,8 +126,8 @@ def test_engine_process(name, pkts, want, kind):
 @pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize("name,pkts,want", CASES, ids=IDS)
 def test_pcap_pipeline(name, pkts, want, compiled):
-    # pcap chunks: the chunk planner, the per-packet fast path and (pcap
-    # output of the same format) the compiled loop
+    # pcap chunks: the compiled core (pcap output of the same format), or
+    # the reference path
     calls = []
     orig = cfast.CEngine.run
 

@@ -129,7 +129,7 @@ def test_verify_and_the_readme_example(tmp_path):
 # ------------------------------------------------------------ options table
 
 @pytest.mark.parametrize("table,cls,internal", [
-    (MERGE_OPTIONS, GROConfig, {"fast_path", "compiled", "annotate"}),
+    (MERGE_OPTIONS, GROConfig, {"compiled", "annotate"}),
     (SPLIT_OPTIONS, GSOConfig, {"link_rate", "complete_csum", "annotate"})])
 def test_every_config_field_has_one_option(table, cls, internal):
     """Each configuration field the user can set is set by exactly one

@@ -207,7 +207,7 @@ def _write(events, f):
 
 def reference(pkts, **cfg):
     """Output pcap bytes and stats of the Python reference path."""
-    eng = GROEngine(GROConfig(annotate=False, fast_path=False, compiled=False, **cfg))
+    eng = GROEngine(GROConfig(annotate=False, compiled=False, **cfg))
     out = list(eng.process(pkts))
     f = io.BytesIO()
     _write(out, f)
@@ -288,7 +288,7 @@ def test_rule_annotated_pcapng(rule):
     pkts = _stamp(items)
     if any(type(p) is not Packet for p in pkts):
         pytest.skip("events a classic pcap input cannot carry")
-    eng = GROEngine(GROConfig(annotate=True, fast_path=False, compiled=False, **cfg))
+    eng = GROEngine(GROConfig(annotate=True, compiled=False, **cfg))
     ref = io.BytesIO()
     _write_ng(list(eng.process(pkts)), ref)
     src = io.BytesIO()

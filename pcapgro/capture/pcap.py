@@ -76,31 +76,18 @@ PCAP_MAGICS = {
 }
 
 
-class PacketBatch(list):
-    """A list of Packets read from one input chunk, with where they are in
-    it, so that a consumer may work on the chunk's bytes in place (the GRO
-    fast path does, :func:`pcapgro.gro.fastpath.classify`).
-
-    Attributes:
-        buf:  the chunk (a bytearray, never modified nor reused by the
-              reader; the Packets' data are bytes copied out of it).
-        recs: offset in ``buf`` of each packet's record header (list of int).
-        hl:   record header length (16, or 24 for modified pcap); a
-              packet's bytes start at ``rec + hl``.
-        byteorder: '<' or '>' (of the record header's length fields, at
-              ``rec + 8``: caplen, then orig_len).
-        linktype: every packet's link type (their iface is 0).
-    """
-
-    __slots__ = ("buf", "recs", "hl", "byteorder", "linktype")
-
-
 class RecordChunk:
     """The records of one input chunk, not yet made into Packets (what
     ``PcapReader.batches(lazy=True)`` yields instead of a list of Packets).
 
     Attributes:
-        buf, recs, hl, byteorder, linktype: as in :class:`PacketBatch`.
+        buf:  the chunk (a bytearray, never modified nor reused by the
+              reader).
+        recs: offset in ``buf`` of each record header (list of int).
+        hl:   record header length (16, or 24 for modified pcap); a
+              packet's bytes start at ``rec + hl``.
+        byteorder: '<' or '>' (of the record headers).
+        linktype: every packet's link type (their iface is 0).
         mul:  timestamp fraction unit in ns (1000 for microsecond pcap).
         off, cap, orig, ts: lists (int) of each packet's data offset in
               ``buf``, captured length, original length and time (ns),
@@ -157,21 +144,21 @@ class RecordChunk:
         return Packet(self.ts[i], self.mv[s:s + self.cap[i]].tobytes(), self.orig[i], 0,
                       self.linktype, None)
 
+    def times(self):
+        """Each record's arrival time, ns (list of int)."""
+        if getattr(self, "off", None) is None:
+            self.columns()
+        return self.ts
+
     def packets(self):
-        """Every packet, as a :class:`PacketBatch`."""
-        if not hasattr(self, "off") or self.off is None:
+        """Every record as a Packet (list)."""
+        if getattr(self, "off", None) is None:
             self.columns()
         P = Packet
         mv = self.mv
         lt = self.linktype
-        out = PacketBatch([P(t, mv[s:s + c].tobytes(), o, 0, lt, None)
-                           for s, c, o, t in zip(self.off, self.cap, self.orig, self.ts)])
-        out.buf = self.buf
-        out.recs = self.recs
-        out.hl = self.hl
-        out.byteorder = self.byteorder
-        out.linktype = self.linktype
-        return out
+        return [P(t, mv[s:s + c].tobytes(), o, 0, lt, None)
+                for s, c, o, t in zip(self.off, self.cap, self.orig, self.ts)]
 
 
 class PcapReader(ReaderBase):
@@ -179,8 +166,7 @@ class PcapReader(ReaderBase):
 
     Iterating yields one :class:`Section`, one :class:`Interface`, then one
     :class:`Packet` per record (``ts`` int ns, ``iface`` 0, ``meta`` None).
-    :meth:`batches` yields the same events as lists (faster); its lists
-    of Packets are :class:`PacketBatch` objects.
+    :meth:`batches` yields the same events as lists (faster).
 
     Attributes:
         format:     'pcap'.
@@ -269,14 +255,11 @@ class PcapReader(ReaderBase):
         buf = src.buf
         pos = self._pos
         end = len(buf)
-        bo = self.byteorder
         while True:
             # buf is a bytearray: Packet data are bytes copied out of it
             mv = memoryview(buf)
-            out = PacketBatch()
+            out = []
             app = out.append
-            recs = []
-            rapp = recs.append
             start = pos
             cl = -1
             if mul == 1000:
@@ -287,7 +270,6 @@ class PcapReader(ReaderBase):
                     if e > end:
                         break
                     app(P(sec * 1000000000 + frac * 1000, mv[s:e].tobytes(), ol, 0, lt, None))
-                    rapp(pos)
                     pos = e
                     cl = -1
             else:
@@ -298,15 +280,9 @@ class PcapReader(ReaderBase):
                     if e > end:
                         break
                     app(P(sec * 1000000000 + frac, mv[s:e].tobytes(), ol, 0, lt, None))
-                    rapp(pos)
                     pos = e
                     cl = -1
             if out:
-                out.buf = buf
-                out.recs = recs
-                out.hl = hl
-                out.byteorder = bo
-                out.linktype = lt
                 n = len(out)
                 self.packets += n
                 self.packet_bytes += pos - start - n * hl
@@ -366,7 +342,6 @@ class PcapReader(ReaderBase):
                 # the buffer is seen from the next start: one check per record
                 while pos <= lim:
                     (cl,) = caplen(buf, pos)
-                    rapp(pos)
                     pos += hl + cl
                 if pos > end:
                     # the last record is cut by the end of the buffer

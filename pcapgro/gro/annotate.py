@@ -8,7 +8,6 @@ and adds restore records (:mod:`pcapgro.restore`) so that ``split
 
 from .. import restore
 from ..record import BLOCK_EPB, EPB_FLAG_TSO, Packet, PacketMeta
-from .payload import Run
 
 __all__ = ["with_comment", "passed", "single", "aggregate", "restore_record"]
 
@@ -68,10 +67,9 @@ def aggregate(old, hdr, agg, proto, cut):
 
 def restore_record(hdr, agg, flags):
     """The restore record (str) of aggregate ``agg`` written with headers
-    ``hdr``: :func:`pcapgro.restore.encode_rows`, with Run entries read from
-    their chunk in place instead of made into a Packet per record (runs
-    come from classic pcap chunks: no metadata; a later segment's
-    PacketMeta goes into the record's ``m=`` field)."""
+    ``hdr``: :func:`pcapgro.restore.encode_rows` (a later segment's
+    PacketMeta goes into the record's ``m=`` field; what the compiled core
+    merged before it handed the aggregate over is in ``agg.rows0``)."""
     pk, pays, idxs = agg.pkts, agg.pays, agg.idxs
     p0 = pk[0]
     t0, i0 = p0.ts, idxs[0]
@@ -81,25 +79,15 @@ def restore_record(hdr, agg, flags):
         e = pk[m]
         if type(e) is bytes:
             continue             # merged by the compiled loop: agg.rows0
-        if type(e) is Run:
-            xs, ps, L = e.xs, e.ps, e.L
-            c = e.chunk
-            mv, off, ts = c.mv, c.off, c.ts
-            d0 = idxs[m] - xs[0] - i0
-            hdrs += [mv[off[x]:ps[x]] for x in xs]
-            dts += [ts[x] - t0 for x in xs]
-            lens += [L] * len(xs)
-            dis += [d0 + x for x in xs]
-        else:
-            d = e.data
-            o = pays[m]
-            hdrs.append(d[:o])
-            dts.append(e.ts - t0)
-            lens.append(len(d) - o)
-            dis.append(idxs[m] - i0)
-            if e.meta is not None:
-                if metas is None:
-                    metas = []
-                metas.append((len(hdrs), e.meta))
+        d = e.data
+        o = pays[m]
+        hdrs.append(d[:o])
+        dts.append(e.ts - t0)
+        lens.append(len(d) - o)
+        dis.append(idxs[m] - i0)
+        if e.meta is not None:
+            if metas is None:
+                metas = []
+            metas.append((len(hdrs), e.meta))
     return restore.encode_rows(hdr, p0, pays[0], i0, flags, hdrs, dts, lens, dis, metas,
                                agg.rows0)

@@ -70,7 +70,7 @@ def available():
 def usable(cfg):
     """True when :class:`pcapgro.gro.GROConfig` ``cfg`` is one the compiled
     loop models (see the module doc)."""
-    return (available() and cfg.fast_path and cfg.compiled
+    return (available() and cfg.compiled
             and not (cfg.fraglist and cfg.local_ports)
             and not cfg.napi_budget and not cfg.gro_flush_timeout
             and cfg.hash in ("flow", "none") and cfg.csum in ("valid", "kernel")

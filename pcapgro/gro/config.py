@@ -69,12 +69,10 @@ class GROConfig:
                            handler); False = a kernel built without
                            CONFIG_VLAN_8021Q (like the one the shared captures
                            were made on): tagged frames pass unmerged.
-        fast_path:         use the inlined Ethernet/IPv4/TCP path (same
-                           results as the general path; False for tests).
-        compiled:          let the compiled loop (pcapgro.gro.cfast) take
-                           classic pcap chunks when it is built and the
-                           output takes raw records (same results; False
-                           for tests of the Python paths).
+        compiled:          let the compiled core (pcapgro.gro.cfast) take
+                           the records it models when it is built (same
+                           results; False: the reference path only, for
+                           tests).
         annotate:          attach pcapng comment + EPB flag bit 11 to
                            aggregates (only useful for pcapng output).
     """
@@ -98,6 +96,5 @@ class GROConfig:
     vxlan_ports: frozenset = frozenset()
     geneve_ports: frozenset = frozenset()
     vlan_gro: bool = True
-    fast_path: bool = True
     compiled: bool = True
     annotate: bool = True

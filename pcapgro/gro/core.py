@@ -33,8 +33,7 @@ class NAPI:
         last_out_ts: the latest time written in this section, ns: held
                      packets completed are stamped no earlier.
         limit:       gro_max_size, bytes (exclusive).
-        idx, psum:   input index of the packet in hand, and its payload sum
-                     (mod 0xFFFF) when the fast path computed one, else None.
+        idx:         input index of the packet in hand.
         last_ts:     arrival time of the last packet taken, ns, or None.
         in_poll:     packets taken by the current NAPI poll.
         parts_out:   True: an aggregate's ``Packet.data`` is the list of its
@@ -51,7 +50,6 @@ class NAPI:
         self.jiffy_ns = 1_000_000_000 // self.cfg.hz
         self.limit = self.cfg.gro_max_size
         self.idx = 0
-        self.psum = None
         self.last_ts = None
         self.in_poll = 0
         self.parts_out = False
@@ -99,7 +97,7 @@ class NAPI:
         compiled loop are handed over (:mod:`pcapgro.gro.cfast`).  Returns
         the new Agg."""
         b = self.buckets[h & (GRO_HASH_BUCKETS - 1)]
-        agg = Agg.start(seg, h, b, self.idx, self.psum, age, flist)
+        agg = Agg.start(seg, h, b, self.idx, None, age, flist)
         b.append(agg)
         self.flows[seg.key] = agg
         return agg
@@ -152,7 +150,6 @@ class NAPI:
         agg.bucket.remove(agg)
         del self.flows[agg.key]
         agg.held = False
-        agg.fast = False
         st = self.stats
         st.flush[reason] += 1
         if t < self.last_out_ts:

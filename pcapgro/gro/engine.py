@@ -6,11 +6,10 @@ at an arrival gap over ``poll_gap_ns`` or after ``napi_budget`` packets
 The GRO lists, hold, flush and completion are the engine core
 (:mod:`pcapgro.gro.core`, net/core/gro.c); the protocol rules are the
 modules of the offload table (:mod:`pcapgro.gro.offload`).  This module
-walks the input -- batches, pcap chunks, polls -- and sends each packet
-down one of the paths that give the same result: the compiled core
-(:mod:`pcapgro.gro.cfast`), the numpy fast path (:mod:`pcapgro.gro.fastpath`,
-:mod:`pcapgro.gro.plan`) or the general (reference) path through the
-offload table.
+walks the input -- batches, capture chunks, polls -- and sends each packet
+down one of the two paths that give the same result: the compiled core
+(:mod:`pcapgro.gro.cfast`) where it models the packet and the
+configuration, else the reference path through the offload table.
 """
 
 from bisect import bisect_left
@@ -18,19 +17,15 @@ from bisect import bisect_left
 import numpy as np
 
 from ..errors import DamagedInput
-from ..linklayer import ETH_P_IP, network_layer
+from ..linklayer import network_layer
 from .. import restore
 from ..record import Interface, Packet, Section
 from . import cfast
 from .core import NAPI
 from .csum import verify
-from .fastpath import classify, classify_chunk, fill_lazy
 from .flush import Flush, Pass
 from .offload import inet_offload, packet_offload
-from .network import ipid_step
-from .payload import Run, block_psum, run_psum, run_payloads
 from .napi import PollClock
-from .plan import plan_poll
 from .seg import Seg
 
 __all__ = ["GROEngine"]
@@ -38,7 +33,6 @@ __all__ = ["GROEngine"]
 _BATCH = 256        # Packets per batch in process()
 _MAX_BATCH = 4096   # at most this many Packets classified at once
 _ONLY_PACKETS = {Packet}
-_IPV4 = packet_offload(ETH_P_IP)
 
 
 def _batches(it, n):
@@ -72,8 +66,9 @@ class GROEngine(NAPI):
 
     :meth:`process` takes and yields events; :meth:`transform_batches`
     (what :func:`pcapgro.pipeline.run` uses) takes and yields lists of them,
-    and also takes a pcap reader's ``RecordChunk`` objects, making Packets
-    only for what the general path handles.  Both give the same output.
+    and also takes a reader's lazy chunks (``RecordChunk``: records not yet
+    made into Packets), which the compiled core takes in place where it
+    can.  Both give the same output.
 
     Usage::
 
@@ -206,41 +201,28 @@ class GROEngine(NAPI):
         self.flush_all(Flush.END_OF_INPUT, last)
 
     def _packets(self, batch):
-        """GRO over one list of Packets (appends to ``self.out``)."""
+        """GRO over one list of Packets on the reference path (appends to
+        ``self.out``)."""
         self._release()
-        cfg = self.cfg
-        verify = cfg.verify_csum
-        fast = cfg.fast_path
         stats = self.stats
-        n = len(batch)
         base = stats.packets
-        stats.packets += n
-        if fast:
-            cls = classify(batch, verify, cfg.csum == "valid")
-            if cls.n_verified:
-                stats.csum["verified"] += cls.n_verified
-        else:
-            cls = None
-        if cfg.napi_budget and self._clock is None:
-            self._loop_budget(batch, base, cls)
+        stats.packets += len(batch)
+        if self.cfg.napi_budget and self._clock is None:
+            self._loop_budget(batch, base)
             return
         ts = [ev.ts for ev in batch]
         try:
             t = np.array(ts, dtype=np.int64)
         except OverflowError:
             t = None
-        if fast:
-            self._polls(ts, t, lambda a, b: self._run_fast(batch, batch.__getitem__,
-                                                           base, cls, ts, a, b))
-        else:
-            self._polls(ts, t, lambda a, b: self._run_general(batch, base, ts, a, b))
+        self._polls(ts, t, lambda a, b: self._run_general(batch, base, ts, a, b))
 
     def _chunk(self, lb):
-        """GRO over a RecordChunk (records of a pcap chunk, not yet
-        Packets): Packets are made only for what the general path takes;
-        packets merged on the fast path are kept in ``Agg.pkts`` as run
-        entries referring to the chunk until it is done (see
-        :func:`run_payloads`)."""
+        """GRO over a lazy chunk (records not yet Packets): the compiled
+        core takes records in place as far as it goes, whenever this
+        engine holds nothing; what it holds when it stops is handed over and
+        the reference path goes on up to a poll end (a gap: every held
+        packet is then completed), where the core may start again."""
         n = len(lb)
         if not n:
             return
@@ -249,10 +231,6 @@ class GROEngine(NAPI):
             self._release()
             self._chunk_py(lb)
             return
-        # the compiled loop takes records as far as it goes, whenever this
-        # engine holds nothing; what it holds when it stops is handed over
-        # and the Python paths go on up to a poll end (a gap: every held
-        # packet is then completed), where the loop may start again
         if self._c is None:
             self._c = cfast.CEngine(self.cfg, self.ng_out)
         i = 0
@@ -264,74 +242,24 @@ class GROEngine(NAPI):
                     return
                 self._release()
             if starts is None:
-                t = lb.columns()[3]
-                starts = (np.flatnonzero(np.diff(t) > self.cfg.poll_gap_ns) + 1).tolist()
+                ts = lb.times()
+                starts = (np.flatnonzero(np.diff(ts) > self.cfg.poll_gap_ns) + 1).tolist()
                 starts.append(n)
-            # the Python paths go on to the first poll start at or after
-            # the next cfast.MIN_RUN records the loop takes (issue 18.7)
+            # the reference path goes on to the first poll start at or after
+            # the next cfast.MIN_RUN records the core takes (issue 18.7)
             g = starts[bisect_left(starts, self._c.scan(lb, i + 1, cfast.MIN_RUN))]
             self._chunk_py(lb.part(i, g))
             if g == n:
                 return
             if self.flows:
                 # what _polls does before the poll that starts at g
-                self.poll_end(self.last_ts, lb.ts[g], self.cfg.gro_flush_timeout)
+                self.poll_end(self.last_ts, ts[g], self.cfg.gro_flush_timeout)
             i = g
 
     def _chunk_py(self, lb):
-        """:meth:`_chunk` on the Python paths."""
-        cfg = self.cfg
-        n = len(lb)
-        if not cfg.fast_path or (cfg.napi_budget and self._clock is None):
-            self._packets(lb.packets())
-            return
-        off, cap, orig, t = lb.columns()
-        plan = None if cfg.annotate or cfg.fraglist else self._plan
-        cls = classify_chunk(lb, off, cap, orig, cfg.verify_csum, cfg.csum == "valid",
-                             lazy=plan is not None)
-        stats = self.stats
-        base = stats.packets
-        stats.packets += n
-        if cls.n_verified:
-            stats.csum["verified"] += cls.n_verified
-        ts = lb.ts
-        arrs = cls.arrs
-        # payload start and end of each record in the chunk (run entries)
-        lb_pe = (off + cap).tolist()
-        lb_ps = (off + arrs.pay).tolist()
-        runs = (lb_ps, lb_pe)
-        run_fast = self._run_fast
-
-        def run(a, b):
-            if plan is None or not plan(lb, base, cls, runs, t, a, b):
-                fill_lazy(cls)
-                run_fast(lb, lb.packet, base, cls, ts, a, b, runs)
-
-        self._polls(ts, t, run)
-        # memory stays bounded by what GRO holds: what stays held may refer
-        # to this chunk and the one before (most aggregates held at a chunk's
-        # end are completed in the next), not to older ones: their runs
-        # become Packets (annotated output needs each one for the restore
-        # record) or one bytes object of payload
-        annotate = cfg.annotate
-        cfg_sums = cfg.csum == "valid" and not cfg.verify_csum
-        for agg in self.flows.values():
-            pk = agg.pkts
-            for k in range(1, len(pk)):
-                e = pk[k]
-                if type(e) is Run and e.chunk is not lb:
-                    if annotate:
-                        self._expand_run(agg, k)
-                        break
-                    if agg.psums[k] is None and cfg_sums:
-                        agg.psums[k] = run_psum(e)
-                    pk[k] = b"".join(run_payloads(e))
-
-    def _plan(self, lb, base, cls, runs, t, a, b):
-        """Records ``a..b-1`` of chunk ``lb`` (one poll) flow by flow
-        (:func:`pcapgro.gro.plan.plan_poll`); False when the planner does
-        not apply (nothing done)."""
-        return plan_poll(self, lb, base, cls, runs, t, a, b)
+        """:meth:`_chunk` on the reference path (a hand-over): the chunk's
+        records as Packets."""
+        self._packets(lb.packets())
 
     def _polls(self, ts, t, run):
         """Split packets with arrival times ``ts`` (list; ``t``: the same
@@ -376,112 +304,27 @@ class GROEngine(NAPI):
         return [i for i, _ in got], [r for _, r in got]
 
     def _run_general(self, batch, base, ts, a, b):
-        """Packets ``a..b-1`` of ``batch`` (one poll) on the general path."""
+        """Packets ``a..b-1`` of ``batch`` (one poll) on the reference path."""
         general = self._general
         for i in range(a, b):
             general(batch[i], base + i, ts[i])
 
-    def _run_fast(self, refs, get, base, cls, ts, a, b, runs=None):
-        """Packets ``a..b-1`` (one poll) with the fast path.  ``get(i)``:
-        Packet i; ``refs``: the list of Packets (``refs[i]`` is packet i),
-        or the RecordChunk they are records of: merged runs i..j-1 of its
-        records are then kept in ``Agg.pkts`` as one entry (see
-        :func:`run_payloads`), not as Packets."""
-        prev, plen, pay, seqn, did = cls.prev, cls.plen, cls.pay, cls.seqn, cls.did
-        ok, psum, runend, owner = cls.ok, cls.psum, cls.runend, cls.owner
-        chunk = None if isinstance(refs, list) else refs
-        limit = self.limit
-        general = self._general
-        flows = self.flows
-        i = a
-        while i < b:
-            p = prev[i]
-            if p >= 0:
-                # ---- fast path: continues its flow's aggregate
-                agg = owner[p]
-                if agg is not None and agg.fast:
-                    L = plen[i]
-                    if agg.size + L < limit:
-                        if not ipid_step(agg, did[i]):
-                            agg = None
-                        if agg is not None:
-                            j = runend[i]
-                            if j > i + 1:
-                                # the packets after i that continue it too,
-                                # as far as the size limit and the ID mode
-                                # allow (each has L == plen[i], did 0 or 1)
-                                if j > b:
-                                    j = b
-                                k = i + (limit - 1 - agg.size) // L
-                                if k < j:
-                                    j = k
-                                if j > i + 1:
-                                    try:
-                                        j = did.index(1 if agg.fixedid else 0, i + 1, j)
-                                    except ValueError:
-                                        pass
-                            k = j - i
-                            agg.count += k
-                            agg.size += k * L
-                            agg.seq_next = seqn[j - 1]
-                            if chunk is not None:
-                                blk = range(i, j)
-                                agg.pkts.append(Run(chunk, blk, runs[0], runs[1], psum, L))
-                                agg.pays.append(L)
-                                agg.idxs.append(base + i)
-                                agg.psums.append(block_psum(psum, blk, L))
-                            elif k == 1:
-                                agg.pkts.append(refs[i])
-                                agg.pays.append(pay[i])
-                                agg.idxs.append(base + i)
-                                agg.psums.append(psum[i])
-                            else:
-                                agg.pkts += refs[i:j]
-                                agg.pays += pay[i:j]
-                                agg.idxs += range(base + i, base + j)
-                                agg.psums += psum[i:j]
-                            owner[j - 1] = agg
-                            i = j
-                            continue
-            # ---- general path
-            ev = get(i)
-            self.idx = base + i
-            if ok[i]:
-                if not plen[i]:
-                    # a pure ACK of a flow with nothing held is passed
-                    # (_receive: final_flush says so for an empty segment)
-                    d = ev.data
-                    if (ev.iface, d[:14], d[26:34], d[34:38], 6) not in flows:
-                        self.pass_up(ev, Pass.PURE_ACK)
-                        i += 1
-                        continue
-                owner[i] = general(ev, base + i, ts[i], psum[i], True)
-            else:
-                owner[i] = general(ev, base + i, ts[i])
-            i += 1
-
-    def _loop_budget(self, batch, base, cls):
+    def _loop_budget(self, batch, base):
         """The per-packet loop with a NAPI budget (polls end at gaps and
-        after ``napi_budget`` packets)."""
+        after ``napi_budget`` packets: __napi_poll)."""
         cfg = self.cfg
         gap = cfg.poll_gap_ns
         timeout = cfg.gro_flush_timeout
         budget = cfg.napi_budget
-        fast = cls is not None
         flows = self.flows
-        limit = self.limit
         last_ts = self.last_ts
         in_poll = self.in_poll
-        if fast:
-            prev, plen, pay, seqn, did = cls.prev, cls.plen, cls.pay, cls.seqn, cls.did
-            ok, psum, owner = cls.ok, cls.psum, cls.owner
         try:
-            for i in range(len(batch)):
-                ev = batch[i]
+            for i, ev in enumerate(batch):
                 t = ev.ts
                 if last_ts is not None:
                     if in_poll == budget:
-                        # the poll took its whole budget (__napi_poll)
+                        # the poll took its whole budget
                         if flows:
                             self.flush(Flush.BUDGET, last_ts, old_only=cfg.hz >= 1000)
                         in_poll = 0
@@ -491,54 +334,25 @@ class GROEngine(NAPI):
                         in_poll = 0
                 last_ts = t
                 in_poll += 1
-                if fast:
-                    p = prev[i]
-                    if p >= 0:
-                        agg = owner[p]
-                        L = plen[i]
-                        if agg is not None and agg.fast and agg.size + L < limit:
-                            if not ipid_step(agg, did[i]):
-                                agg = None
-                            if agg is not None:
-                                agg.count += 1
-                                agg.size += L
-                                agg.seq_next = seqn[i]
-                                agg.pkts.append(ev)
-                                agg.pays.append(pay[i])
-                                agg.idxs.append(base + i)
-                                agg.psums.append(psum[i])
-                                owner[i] = agg
-                                continue
-                    if ok[i]:
-                        owner[i] = self._general(ev, base + i, t, psum[i], True)
-                    else:
-                        owner[i] = self._general(ev, base + i, t)
-                else:
-                    self._general(ev, base + i, t)
+                self._general(ev, base + i, t)
         finally:
             self.last_ts = last_ts
             self.in_poll = in_poll
 
-    def _general(self, ev, idx, t, ps=None, checked=False):
-        """The general (reference) path for one packet: parse, verify,
-        receive or pass, each step through the offload table.  ``idx``: its
-        input index; ``t``: its time (ns); ``checked``: classify already
-        found it a plain Ethernet/IPv4/TCP packet with good checksums (it
-        is not verified again), ``ps`` its payload sum from classify.
-        Returns the Agg now holding it, or None."""
+    def _general(self, ev, idx, t):
+        """The reference path for one packet: parse, verify, receive or
+        pass, each step through the offload table.  ``idx``: its input
+        index; ``t``: its time (ns).  Returns the Agg now holding it, or
+        None."""
         self.idx = idx
-        self.psum = ps
-        if checked:
-            seg = _IPV4.gro_receive(ev, 14, 0)   # checksums already good
-        else:
-            seg = self._parse(ev)
-            if type(seg) is Seg:
-                tunnel = inet_offload(seg.proto).tunnel
-                if tunnel is not None:
-                    # a tunnel's outer level: the inner flow's Seg from here
-                    seg = tunnel(self, seg)
-            if self.cfg.verify_csum and type(seg) is Seg:
-                seg = verify(seg, self.stats.csum, seg.l4off + inet_offload(seg.proto).csum_at)
+        seg = self._parse(ev)
+        if type(seg) is Seg:
+            tunnel = inet_offload(seg.proto).tunnel
+            if tunnel is not None:
+                # a tunnel's outer level: the inner flow's Seg from here
+                seg = tunnel(self, seg)
+        if self.cfg.verify_csum and type(seg) is Seg:
+            seg = verify(seg, self.stats.csum, seg.l4off + inet_offload(seg.proto).csum_at)
         if type(seg) is not Seg:
             self.pass_up(ev, seg)
             return None
@@ -556,25 +370,3 @@ class GROEngine(NAPI):
         if vlan and not self.cfg.vlan_gro:
             return Pass.NO_HANDLER      # kernel without CONFIG_VLAN_8021Q
         return off.gro_receive(pkt, l3off, vlan)
-
-
-    def _expand_run(self, agg, k):
-        """Replace run entries ``agg.pkts[k:]`` by one Packet entry per record
-        (what annotated output needs for its restore records)."""
-        pk, pays, idxs, psums = agg.pkts, agg.pays, agg.idxs, agg.psums
-        npk, npay, nidx, nps = pk[:k], pays[:k], idxs[:k], psums[:k]
-        for m in range(k, len(pk)):
-            e = pk[m]
-            if type(e) is not Run:
-                npk.append(e)
-                npay.append(pays[m])
-                nidx.append(idxs[m])
-                nps.append(psums[m])
-                continue
-            c, xs, ps, psum = e.chunk, e.xs, e.ps, e.psum
-            x0 = xs[0]
-            npk += map(c.packet, xs)
-            npay += [ps[x] - c.off[x] for x in xs]
-            nidx += [idxs[m] + x - x0 for x in xs]
-            nps += [psum[x] for x in xs]
-        agg.pkts, agg.pays, agg.idxs, agg.psums = npk, npay, nidx, nps

@@ -94,7 +94,6 @@ class Agg:
         idxs:     input index (0-based packet number) of each of them.
         held:     still on its GRO list (False once completed).
         flist:    a fraglist aggregate (packets chained, not merged).
-        fast:     held and in standard TCP mode (the fast path may append).
         count:    segments merged (NAPI_GRO_CB(p)->count).
         mss:      gso_size: payload length of the first segment, bytes.
         seq_next: sequence number the next segment must carry.
@@ -104,21 +103,18 @@ class Agg:
         outer_fixedid: the same for the outer IPv4 header of a tunnelled
                   flow (6.18 decides each level apart: ip_fixedid bits).
         age:      jiffy when the head was held.
-        ack, opts: the head's ack_seq (int) and option bytes (fast path).
         psums:    per entry of ``pkts``, the one's-complement sum (mod
-                  0xFFFF) of its payload bytes as the fast path computed it,
-                  or None (then the checksum is summed from the bytes).
+                  0xFFFF) of its payload bytes as the compiled core computed
+                  it, or None (then the checksum is summed from the bytes).
 
-    Entries of ``pkts``: a Packet (payload from ``pays[k]`` on), a
-    :class:`pcapgro.gro.payload.Run` (records of a pcap chunk merged on the
-    fast path), or bytes (a run's payloads joined once its chunk was done,
-    or what the compiled loop merged before it handed the aggregate over:
+    Entries of ``pkts``: a Packet (payload from ``pays[k]`` on), or bytes
+    (what the compiled core merged before it handed the aggregate over:
     then ``rows0`` holds those segments' restore rows, annotated output).
     """
 
     __slots__ = ("key", "bucket", "hash", "head", "count", "mss",
                  "seq_next", "size", "fin_psh", "fixedid", "outer_fixedid", "age", "held",
-                 "pkts", "pays", "idxs", "psums", "ack", "opts", "flist", "fast", "rows0")
+                 "pkts", "pays", "idxs", "psums", "flist", "rows0")
 
     @classmethod
     def start(cls, seg, h, bucket, idx, psum, age, flist):
@@ -136,7 +132,6 @@ class Agg:
         agg.psums = [psum]
         agg.held = True
         agg.flist = flist
-        agg.fast = not flist and seg.proto == 6
         agg.count = 1
         agg.mss = seg.L
         agg.seq_next = (seg.seq + seg.L) & 0xFFFFFFFF
@@ -145,7 +140,5 @@ class Agg:
         agg.fixedid = False
         agg.outer_fixedid = False
         agg.age = age
-        agg.ack = int.from_bytes(seg.ackopt[:4], "big")
-        agg.opts = seg.ackopt[4:]
         agg.rows0 = None
         return agg

@@ -14,7 +14,6 @@ from .config import GRO_LEGACY_MAX_SIZE
 from .flush import Flush, Pass
 from .network import network_flush
 from .offload import NetOffload, inet_add_offload
-from .payload import Run, run_psum
 
 __all__ = ["parse_tcp", "merge_flush", "final_flush", "gro_receive", "gro_complete",
            "dport", "FIN", "SYN", "RST", "PSH", "ACK", "URG", "ECE", "CWR",
@@ -210,7 +209,7 @@ def gro_receive(napi, seg, t):
         napi.complete(agg, reason, t)
         return _start(napi, seg, t, agg.flist)
     # skb_gro_receive (standard) or skb_gro_receive_list (fraglist)
-    napi.merge(agg, seg, napi.psum)
+    napi.merge(agg, seg, None)
     agg.seq_next = (agg.seq_next + seg.L) & 0xFFFFFFFF
     if not agg.flist:
         agg.fin_psh |= seg.flags & _FIN_PSH
@@ -248,9 +247,6 @@ def field_psums(agg):
     out = list(agg.psums)
     for k, p in enumerate(agg.pkts):
         if out[k] is not None:
-            continue
-        if type(p) is Run:
-            out[k] = run_psum(p)
             continue
         if type(p) is bytes:
             continue
