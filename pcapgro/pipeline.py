@@ -101,6 +101,41 @@ def _events_through(reader, writer, transform, progress):
         wb(batch)
 
 
+def _batches_through(reader, writer, tb, progress):
+    """run() for a transform that takes and gives lists (``tb``:
+    GROEngine.transform_batches): a classic pcap reader's chunks go in
+    lazily (RecordChunks), and the engine is told what the writer takes
+    as it is (aggregates as parts; records or EPBs the compiled core lays
+    out)."""
+    wb = writer.write_batch
+    lazy = getattr(reader, "format", None) == "pcap" and hasattr(reader, "_chunks")
+    eng = getattr(tb, "__self__", None)
+    if getattr(writer, "takes_parts", False) and hasattr(eng, "parts_out"):
+        # aggregates go to the writer as their parts, not joined
+        eng.parts_out = True
+    if hasattr(eng, "raw_out") and getattr(writer, "accepts_raw", None) is not None \
+            and writer.accepts_raw(reader):
+        # records in the input's format may go out as they are laid out
+        # by the compiled GRO loop (pcapgro.gro.cfast)
+        eng.raw_out = True
+    elif hasattr(eng, "ng_out") and getattr(writer, "accepts_blocks", None) is not None:
+        # or as the EPBs it lays out for pcapng output
+        eng.ng_out = writer.accepts_blocks(reader)
+    # the cyclic GC: GRO makes and drops many small objects per chunk
+    # but no reference cycles, so its scans of them (a collection per
+    # 700 allocations: ~8% of the time) are spaced out here
+    thresholds = gc.get_threshold()
+    gc.set_threshold(max(thresholds[0], GC_GEN0), *thresholds[1:])
+    try:
+        for out in tb(reader.batches(lazy=True) if lazy else reader.batches()):
+            if out:
+                wb(out)
+            if progress is not None:
+                progress(reader.bytes_read)
+    finally:
+        gc.set_threshold(*thresholds)
+
+
 def run(reader, writer, transform=None, progress=None):
     """Copy every event of ``reader`` through ``transform`` to ``writer``.
 
@@ -142,35 +177,7 @@ def run(reader, writer, transform=None, progress=None):
                 wb(batch)
                 progress(reader.bytes_read)
     elif _batch_transform(transform) is not None:
-        # the transform takes and gives lists (GROEngine.transform_batches)
-        wb = writer.write_batch
-        lazy = getattr(reader, "format", None) == "pcap" and hasattr(reader, "_chunks")
-        tb = _batch_transform(transform)
-        eng = getattr(tb, "__self__", None)
-        if getattr(writer, "takes_parts", False) and hasattr(eng, "parts_out"):
-            # aggregates go to the writer as their parts, not joined
-            eng.parts_out = True
-        if hasattr(eng, "raw_out") and getattr(writer, "accepts_raw", None) is not None \
-                and writer.accepts_raw(reader):
-            # records in the input's format may go out as they are laid out
-            # by the compiled GRO loop (pcapgro.gro.cfast)
-            eng.raw_out = True
-        elif hasattr(eng, "ng_out") and getattr(writer, "accepts_blocks", None) is not None:
-            # or as the EPBs it lays out for pcapng output
-            eng.ng_out = writer.accepts_blocks(reader)
-        # the cyclic GC: GRO makes and drops many small objects per chunk
-        # but no reference cycles, so its scans of them (a collection per
-        # 700 allocations: ~8% of the time) are spaced out here
-        thresholds = gc.get_threshold()
-        gc.set_threshold(max(thresholds[0], GC_GEN0), *thresholds[1:])
-        try:
-            for out in tb(reader.batches(lazy=True) if lazy else reader.batches()):
-                if out:
-                    wb(out)
-                if progress is not None:
-                    progress(reader.bytes_read)
-        finally:
-            gc.set_threshold(*thresholds)
+        _batches_through(reader, writer, _batch_transform(transform), progress)
     else:
         thresholds = gc.get_threshold()
         if _records_out(getattr(transform, "__self__", None), reader, writer):
