@@ -19,7 +19,8 @@ import click
 
 from ..errors import OptionError
 
-__all__ = ["Option", "MERGE_OPTIONS", "SPLIT_OPTIONS", "TUNNEL_OPTIONS", "resolve", "gro_config",
+__all__ = ["Option", "MERGE_OPTIONS", "SPLIT_OPTIONS", "TUNNEL_OPTIONS", "CALIBRATE_OPTIONS",
+           "resolve", "gro_config",
            "gso_config", "check_merge", "check_split"]
 
 
@@ -253,3 +254,9 @@ def check_split(values, given):
     """Refuse ``--restore`` with segmentation options (OptionError)."""
     if values["restore"] and any(values[k] for k in ("mss", "gso_size", "fixed_id")):
         raise OptionError("--restore takes no segmentation options")
+
+
+# calibrate's: merge's GRO options (the timing ones given are kept, not
+# fitted); no pass-through or forwarding
+CALIBRATE_OPTIONS = tuple(o for o in MERGE_OPTIONS
+                          if o.name not in ("no_gro", "gso", "egress_mtu", "bridge"))
