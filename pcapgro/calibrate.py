@@ -347,6 +347,8 @@ def _fit_gap(fit):
     then rounds of :data:`REFINE` poll gaps between the best one's grid
     neighbours (the arrival gaps found there: only they change the
     boundaries)."""
+    if "poll_gap" in fit.fixed:          # given: kept
+        return fit.run(fit.fixed)[0], {"poll_gap": fit.fixed["poll_gap"]}
     tried = []
 
     def tryit(gap):
@@ -356,7 +358,7 @@ def _fit_gap(fit):
 
     for g in (_DEFAULTS["poll_gap"],) + GAP_GRID:
         tryit(g)
-        if tried[0][0][:2] == (0, 0):
+        if tried and tried[0][0][:2] == (0, 0):
             return tried[0]             # the default explains every boundary
     gaps = sorted({b - a for a, b in zip(fit.ts, fit.ts[1:]) if b > a})
     lo, hi = 0, GAP_GRID[-1] * 10
@@ -401,8 +403,9 @@ def _fit_work(fit):
             tried.append((r[0], t))
         return r
 
-    grid = [dict(zip(WORK_PARAMS, (_work_value(n, f) for n, f in zip(WORK_PARAMS, fs))))
-            for fs in itertools.product(WORK_FACTORS, repeat=len(WORK_PARAMS))]
+    free = [n for n in WORK_PARAMS if n not in fit.fixed]      # given ones are kept
+    grid = [dict(zip(free, (_work_value(n, f) for n, f in zip(free, fs))))
+            for fs in itertools.product(WORK_FACTORS, repeat=len(free))]
     for t in sorted(grid, key=_distance):
         tryit(t)
     if not tried:
@@ -412,7 +415,7 @@ def _fit_work(fit):
         better = True
         while better and fit.can_merge() and best[0][:2] != (0, 0):
             better = False
-            for name in WORK_PARAMS:
+            for name in free:
                 for f in (step, 1 / step):
                     t = dict(best[1])
                     t[name] = max(0, int(round(t[name] * f))) or (0 if f < 1 else 1000)
@@ -425,7 +428,7 @@ def _sensitivity(fit, model, timing, joins):
     """Joins that move when each fitted parameter is doubled / halved."""
     names = ("poll_gap",) if model == "gap" else WORK_PARAMS
     out = {}
-    for name in names:
+    for name in (n for n in names if n in timing and n not in fit.fixed):
         row = {}
         for label, f in (("x2", 2), ("x0.5", 0.5)):
             fit.max_merges = max(fit.max_merges, fit.merges + 1)
@@ -495,14 +498,15 @@ def calibrate(wire, received, *, max_merges=MAX_MERGES, models=("gap", "work"),
     if "udp" not in fixed and "fraglist" not in fixed:
         detected = detect_mode(W, R, kgroups)
         fixed.update(detected)
-    timing_given = {"poll_gap", "poll_model", *WORK_PARAMS} & set(fixed)
-    fit = _Fit(W, R, kgroups, fixed, max_merges)
+    given = set(fixed)
+    fit = _Fit(W, R, kgroups, fixed, max(1, max_merges))
     default = fit.run(fixed)[1]
     cands = []
-    if "gap" in models and not ({"poll_model", *WORK_PARAMS} & timing_given):
+    if "gap" in models and fixed.get("poll_model", "gap") == "gap" \
+            and not set(WORK_PARAMS) & given:
         cands.append((*_fit_gap(fit), "gap"))
-    if "work" in models and "poll_gap" not in timing_given and fixed.get("poll_model") != "gap" \
-            and not (cands and cands[0][0][:2] == (0, 0)):
+    if "work" in models and fixed.get("poll_model", "work") == "work" \
+            and "poll_gap" not in given and not (cands and cands[0][0][:2] == (0, 0)):
         w = _fit_work(fit)
         if w is not None:
             cands.append((*w, "work"))

@@ -185,3 +185,17 @@ def test_bad_input_is_one_line_exit_2(args, words):
     assert p.returncode == 2 and "Traceback" not in err and words in err, err
     if "Usage" not in err:
         assert err.count("\n") == 1
+
+
+def test_work_model_fit_and_given_timing_kept():
+    """The work model alone (its defaults are exact on udp-1ms, where the
+    1 ms gap is not); a poll gap given is kept, not fitted."""
+    wire, gro = pair(NAPI, "udp-1ms")
+    c = calibrate(wire, gro, max_merges=20, models=("work",), udp="gro")
+    assert c.model == "work" and c.agreement.exact
+    assert c.options["poll_model"] == "work" and "--poll-model work" in c.command()
+    assert set(c.sensitivity) == {"poll_wake", "poll_rx_cost", "deliver_cost",
+                                  "deliver_seg_cost"}
+    c = calibrate(wire, gro, max_merges=20, udp="gro", poll_gap=500_000)
+    assert c.options["poll_gap"] == 500_000 and c.model == "gap" and c.sensitivity == {}
+    assert not c.agreement.exact
