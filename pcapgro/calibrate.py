@@ -37,6 +37,7 @@ from .agreement import Agreement, _joins, merge_packets, read_packets, trace
 from .errors import OptionError
 from .jobs.options import CALIBRATE_OPTIONS, MERGE_OPTIONS, resolve
 from .linklayer import network_layer
+from .text import count, fit, num
 
 __all__ = ["Calibration", "calibrate", "check_received", "detect_mode", "merge_command",
            "GAP_GRID", "WORK_PARAMS", "WORK_FACTORS", "MAX_MERGES", "REFINE"]
@@ -114,25 +115,28 @@ class Calibration:
                 "merges": self.merges}
 
     def lines(self, wire="WIRE", out="OUT"):
-        """What ``pcapgro calibrate`` prints (list of str)."""
+        """What ``pcapgro calibrate`` prints (list of str, wrapped at 80
+        columns but the command line, which stays whole to be copied)."""
         if not self.explainable:
             return [offending_line(self.offending)]
         a, d = self.agreement, self.default
-        out_lines = [f"model: {self.model} ({self.merges} merges)",
-                     f"  {self.command(wire, out)}",
-                     f"agreement: {a.line()}", f"  default timing: {d.line()}"]
+        head = [f"model: {self.model} ({count(self.merges, 'merge')})",
+                f"  {self.command(wire, out)}"]
+        body = [f"agreement: {a.line()}", f"  default timing: {d.line()}"]
         if self.detected:
-            out_lines.append("detected: " + merge_command(self.detected, None, None)[14:])
+            body.append("detected: " + merge_command(self.detected, None, None)[14:])
         for name, s in self.sensitivity.items():
-            out_lines.append(f"sensitivity {_flag(name)}: x2 moves {s['x2']}, "
-                             f"x0.5 moves {s['x0.5']} aggregate boundaries")
+            body.append(f"sensitivity {_flag(name)}: x2 moves {num(s['x2'])}, "
+                        f"x0.5 moves {num(s['x0.5'])} aggregate boundaries")
         if self.unexplained_total:
-            out_lines.append(f"no setting explains {self.unexplained_total} boundaries, first:")
+            body.append(f"no setting explains {count(self.unexplained_total, 'boundary', 'boundaries')}"
+                        f"{', first' if self.unexplained_total > len(self.unexplained) else ''}:")
             for u in self.unexplained:
-                out_lines.append(f"  {u['kind']} join: wire frames {u['wire_frames'][0]}-"
-                                 f"{u['wire_frames'][1]}, received frame(s) "
-                                 + ", ".join(map(str, u["received_frames"])))
-        return out_lines
+                body.append(f"  {u['kind']} join: wire frames {u['wire_frames'][0]}-"
+                            f"{u['wire_frames'][1]}, received frame"
+                            f"{'s' if len(u['received_frames']) > 1 else ''} "
+                            + ", ".join(map(str, u["received_frames"])))
+        return head + fit(body)
 
 
 def offending_line(off):

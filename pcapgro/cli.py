@@ -597,7 +597,8 @@ def calibrate_cmd(wire_path, received_path, max_merges, stats_path, quiet, **opt
     not a GRO result of this kernel/configuration (first offending packet
     named), 2 unusable input.
     """
-    _refuse_stats_clobber(wire_path, received_path, stats_path, "RECEIVED")
+    _refuse_stats_clobber(None, wire_path, stats_path, "WIRE")
+    _refuse_stats_clobber(None, received_path, stats_path, "RECEIVED")
     _check_stats_path(stats_path)
     if sys.stdout is None:
         raise UnusableInput("cannot write the result: standard output is closed")

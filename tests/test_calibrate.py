@@ -199,3 +199,25 @@ def test_work_model_fit_and_given_timing_kept():
     c = calibrate(wire, gro, max_merges=20, udp="gro", poll_gap=500_000)
     assert c.options["poll_gap"] == 500_000 and c.model == "gap" and c.sensitivity == {}
     assert not c.agreement.exact
+
+
+def test_empty_names_and_stats_clobber(tmp_path):
+    wire, gro = pair(KERNEL, "udp4-fwd")
+    p = run_cli("calibrate", "", gro)
+    assert (p.returncode, p.stderr.decode()) == (
+        2, "pcapgro: error: cannot open WIRE '': empty file name\n")
+    p = run_cli("calibrate", wire, "")
+    assert (p.returncode, p.stderr.decode()) == (
+        2, "pcapgro: error: cannot open RECEIVED '': empty file name\n")
+    p = run_cli("calibrate", "--stats", gro, wire, gro)
+    assert p.returncode == 2 and b"same file as RECEIVED" in p.stderr
+
+
+def test_report_lines_fit_80_columns():
+    """Every line but the command line (kept whole to be copied) fits 80
+    columns, numbers as the other reports print them."""
+    c = calibrate(*pair(NAPI, "udp-10us"), max_merges=20, udp="gro")
+    lines = c.lines("WIRE", "OUT")
+    assert lines[1].startswith("  pcapgro merge ") and lines[1].endswith(" WIRE OUT")
+    assert all(len(ln) <= 80 for ln in lines)
+    assert any(ln.startswith("sensitivity --poll-gap: x2 moves ") for ln in lines)

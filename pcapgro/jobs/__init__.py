@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import OptionError
+from ..errors import OptionError, UnusableInput
 from . import files
 from .options import (MERGE_OPTIONS, SPLIT_OPTIONS, TUNNEL_OPTIONS, check_merge, check_split,
                       gro_config, gso_config, resolve)
@@ -131,6 +131,8 @@ def calibrate(wire, received, *, max_merges=None, **options):
     for label, p in (("WIRE", wire), ("RECEIVED", received)):
         if not isinstance(p, (str, os.PathLike)):
             raise OptionError(f"calibrate needs {label} to be a path")
+        if not os.fspath(p):        # worded as verify's
+            raise UnusableInput(f"cannot open {label} '': empty file name")
     c = fit(wire, received, max_merges=MAX_MERGES if max_merges is None else max_merges,
             **options)
     r = Report(c.to_dict(wire, "OUT"), c.lines(wire, "OUT"))
