@@ -32,14 +32,15 @@ from dataclasses import dataclass, field
 import math
 import shlex
 import struct
+from typing import NamedTuple
 
-from .agreement import Agreement, _joins, merge_packets, read_packets, trace
+from .agreement import Agreement, _joins, flow_view, merge_packets, read_packets, trace
 from .errors import OptionError
 from .jobs.options import CALIBRATE_OPTIONS, MERGE_OPTIONS, resolve
 from .linklayer import network_layer
 from .text import count, fit, num
 
-__all__ = ["Calibration", "calibrate", "check_received", "detect_mode", "merge_command",
+__all__ = ["Calibration", "Segment", "calibrate", "check_received", "detect_mode", "merge_command",
            "GAP_GRID", "WORK_PARAMS", "WORK_FACTORS", "MAX_MERGES", "REFINE"]
 
 # poll gaps tried first, ns: 1 us to 100 ms, 1-2-5 steps
@@ -52,6 +53,7 @@ MAX_MERGES = 150
 REFINE = 12                 # poll gaps tried per refinement round
 _DEFAULTS = {o.name: o.default for o in MERGE_OPTIONS}
 _TCP_END = 0x01 | 0x02 | 0x04 | 0x08 | 0x20      # FIN SYN RST PSH URG
+_CWR = 0x80
 _FLAG_NAMES = ((0x08, "PSH"), (0x01, "FIN"), (0x02, "SYN"), (0x04, "RST"), (0x20, "URG"))
 
 
@@ -96,6 +98,7 @@ class Calibration:
 
     @property
     def status(self):
+        """Exit status of ``pcapgro calibrate``: 0 fitted, 1 not a GRO result."""
         return 0 if self.explainable else 1
 
     def command(self, wire="WIRE", out="OUT"):
@@ -129,7 +132,8 @@ class Calibration:
             body.append(f"sensitivity {_flag(name)}: x2 moves {num(s['x2'])}, "
                         f"x0.5 moves {num(s['x0.5'])} aggregate boundaries")
         if self.unexplained_total:
-            body.append(f"no setting explains {count(self.unexplained_total, 'boundary', 'boundaries')}"
+            total = count(self.unexplained_total, "boundary", "boundaries")
+            body.append(f"no setting explains {total}"
                         f"{', first' if self.unexplained_total > len(self.unexplained) else ''}:")
             for u in self.unexplained:
                 body.append(f"  {u['kind']} join: wire frames {u['wire_frames'][0]}-"
@@ -177,9 +181,22 @@ def merge_command(options, wire="WIRE", out="OUT"):
 
 # ---- is the received capture a GRO result at all?
 
+class Segment(NamedTuple):
+    """What GRO's merge rules look at in one packet (:func:`_segment`)."""
+
+    l3_len: int         # bytes from the network header on
+    proto: int          # 6 TCP, 17 UDP
+    flags: int          # TCP flags (with NS as bit 8); 0 for UDP
+    payload: int        # L4 payload bytes
+    ttl: int            # TTL / hop limit
+    tos: int            # TOS / traffic class
+    ack: bytes          # TCP acknowledgment number (b"" for UDP)
+    options: bytes      # TCP options (b"" for UDP)
+    csum: bytes         # TCP/UDP checksum field
+
+
 def _segment(pkt):
-    """(L3 length, proto, TCP flags, payload length, TTL, TOS, ack, TCP
-    options, L4 checksum) of an IPv4/IPv6 TCP/UDP packet, or None."""
+    """The :class:`Segment` of an IPv4/IPv6 TCP/UDP packet, or None."""
     l3, et, _ = network_layer(pkt.linktype, pkt.data)
     d = pkt.data
     try:
@@ -195,35 +212,46 @@ def _segment(pkt):
         end = min(end, len(d))
         if proto == 6:
             thl = (d[l4 + 12] >> 4) * 4
-            return (end - l3, 6, d[l4 + 13] | (d[l4 + 12] & 1) << 8, end - l4 - thl, ttl, tos,
-                    d[l4 + 8:l4 + 12], bytes(d[l4 + 20:l4 + thl]), d[l4 + 16:l4 + 18])
+            return Segment(end - l3, 6, d[l4 + 13] | (d[l4 + 12] & 1) << 8, end - l4 - thl,
+                           ttl, tos, bytes(d[l4 + 8:l4 + 12]), bytes(d[l4 + 20:l4 + thl]),
+                           bytes(d[l4 + 16:l4 + 18]))
         if proto == 17:
-            return (end - l3, 17, 0, end - l4 - 8, ttl, tos, b"", b"", d[l4 + 6:l4 + 8])
+            return Segment(end - l3, 17, 0, end - l4 - 8, ttl, tos, b"", b"",
+                           bytes(d[l4 + 6:l4 + 8]))
     except (IndexError, struct.error, TypeError):
         pass
     return None
 
 
+# fields that must not change inside an aggregate (inet_gro_receive,
+# ipv6_gro_receive, tcp_gro_receive), as the reason names them
+_SAME = (("ttl", "TTL/hop limit"), ("tos", "TOS/traffic class"), ("ack", "ACK number"),
+         ("options", "TCP options (timestamp)"))
+
+
 def _rule_broken(segs, gro_max_size, agg_len):
-    """Why wire segments ``segs`` (:func:`_segment` tuples, in order) cannot
-    be one GRO aggregate of L3 length ``agg_len``: (reason, index into segs)
-    or None (net/ipv4/tcp_offload.c tcp_gro_receive, udp_offload.c
+    """Why wire segments ``segs`` (:class:`Segment`, in order) cannot be one
+    GRO aggregate of L3 length ``agg_len``: (reason, index into segs) or
+    None (net/ipv4/tcp_offload.c tcp_gro_receive, udp_offload.c
     udp_gro_receive_segment, core/gro.c skb_gro_receive)."""
     if agg_len >= gro_max_size:
         return f"{agg_len} bytes, not below gro_max_size {gro_max_size}", len(segs) - 1
     first = segs[0]
-    size = first[3]
+    size = first.payload
     for k, s in enumerate(segs):
         last = k == len(segs) - 1
-        if not last and s[2] & _TCP_END:
-            name = next(n for bit, n in _FLAG_NAMES if s[2] & bit)
+        if not last and s.flags & _TCP_END:
+            name = next(n for bit, n in _FLAG_NAMES if s.flags & bit)
             return f"merged across a {name}", k
-        if k and (s[3] > size or (not last and s[3] != size) or s[3] == 0):
-            return f"segment of {s[3]} bytes in an aggregate of {size}-byte segments", k
-        if k and s[4:8] != first[4:8]:
-            what = ("TTL/hop limit", "TOS/traffic class", "ACK number",
-                    "TCP options (timestamp)")[next(i for i in range(4) if s[4 + i] != first[4 + i])]
-            return f"merged across a changed {what}", k
+        if not k:
+            continue
+        if s.flags & _CWR or (s.flags ^ first.flags) & ~(_CWR | 0x01 | 0x08):
+            return "merged across a CWR or changed TCP flags", k
+        if s.payload > size or (not last and s.payload != size) or s.payload == 0:
+            return f"segment of {s.payload} bytes in an aggregate of {size}-byte segments", k
+        for name, what in _SAME:
+            if getattr(s, name) != getattr(first, name):
+                return f"merged across a changed {what}", k
     return None
 
 
@@ -244,7 +272,7 @@ def check_received(wire, received, groups=None, gro_max_size=_DEFAULTS["gro_max_
         if agg is None or None in segs:
             return {"received_frame": n + 1, "wire_frame": g[0] + 1,
                     "reason": "an aggregate of packets GRO does not merge"}
-        bad = _rule_broken(segs, gro_max_size, agg[0])
+        bad = _rule_broken(segs, gro_max_size, agg.l3_len)
         if bad:
             return {"received_frame": n + 1, "wire_frame": g[bad[1]] + 1, "reason": bad[0]}
     return None
@@ -261,17 +289,20 @@ def detect_mode(wire, received, groups):
         agg, first = _segment(p), _segment(wire[g[0]])
         if agg is None or first is None:
             continue
-        if agg[8] == first[8]:
+        if agg.csum == first.csum:
             return {"fraglist": True}
-        udp = udp or agg[1] == 17
+        udp = udp or agg.proto == 17
     return {"udp": "gro"} if udp else {}
 
 
 # ---- the fit
 
 class _Fit:
-    """Merges of ``wire`` under candidate timings, scored against the
-    receiver's capture; merges cached by poll boundaries."""
+    """Merges of ``wire`` (Packets) under candidate timings, scored against
+    the receiver's capture ``received`` (``kgroups``: its trace).  Every
+    merge is ``fixed`` (merge options) plus the timing tried: merges are
+    cached by their poll boundaries alone, which is right only because
+    ``fixed`` stays the same."""
 
     def __init__(self, wire, received, kgroups, fixed, max_merges):
         self.wire, self.received, self.fixed = wire, received, fixed
@@ -312,6 +343,7 @@ class _Fit:
         return ("gap", tuple(i for i in range(1, len(ts)) if ts[i] - ts[i - 1] > gap))
 
     def can_merge(self):
+        """True while ``max_merges`` leaves a merge to run."""
         return self.merges < self.max_merges
 
     def run(self, opts):
@@ -448,7 +480,6 @@ def _unexplained(fit, limit=5):
     where = {i: n + 1 for n, g in enumerate(fit.kgroups) for i in g}
     nxt = {}
     last = {}
-    from .agreement import flow_view
     for i, p in enumerate(fit.wire):
         k = flow_view(p)[0]
         if k is not None:

@@ -221,3 +221,22 @@ def test_report_lines_fit_80_columns():
     assert lines[1].startswith("  pcapgro merge ") and lines[1].endswith(" WIRE OUT")
     assert all(len(ln) <= 80 for ln in lines)
     assert any(ln.startswith("sensitivity --poll-gap: x2 moves ") for ln in lines)
+
+
+@pytest.mark.parametrize("offset, value, reason", [
+    (14 + 20 + 13, 0x18, "merged across a PSH"),
+    (14 + 20 + 13, 0x50, "merged across a CWR or changed TCP flags"),
+    (14 + 8, 1, "merged across a changed TTL/hop limit"),
+    (14 + 20 + 8, 0, "merged across a changed ACK number"),
+])
+def test_wire_mutants_break_a_rule(offset, value, reason):
+    """One byte changed in a wire segment inside a received aggregate (not
+    its last): the received aggregate can no longer be GRO's."""
+    wire, gro = (read_packets(p) for p in pair(KERNEL, "tcp4-bulk"))
+    groups = trace(wire, gro)
+    n, g = next((n, g) for n, g in enumerate(groups) if len(g) > 3)
+    d = bytearray(wire[g[1]].data)
+    d[offset] = value
+    wire[g[1]] = Packet(wire[g[1]].ts, bytes(d), len(d))
+    assert check_received(wire, gro, groups) == {
+        "received_frame": n + 1, "wire_frame": g[1] + 1, "reason": reason}
