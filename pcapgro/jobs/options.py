@@ -12,7 +12,7 @@ sets).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 import click
@@ -256,7 +256,17 @@ def check_split(values, given):
         raise OptionError("--restore takes no segmentation options")
 
 
+def _calibrate_option(o):
+    """Merge's option ``o`` as calibrate takes it (``--csum`` defaults to
+    what a receiver's capture holds)."""
+    if o.name == "csum":
+        return replace(o, default="kernel",
+                       help="Checksums on the receiver's aggregates: the kernel's (pseudo-header "
+                            "seed; fraglist: the first packet's), or valid ones.")
+    return o
+
+
 # calibrate's: merge's GRO options (the timing ones given are kept, not
 # fitted); no pass-through or forwarding
-CALIBRATE_OPTIONS = tuple(o for o in MERGE_OPTIONS
+CALIBRATE_OPTIONS = tuple(_calibrate_option(o) for o in MERGE_OPTIONS
                           if o.name not in ("no_gro", "gso", "egress_mtu", "bridge"))
