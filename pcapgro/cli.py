@@ -154,8 +154,9 @@ def cli():
     """Rewrite packet captures the way Linux GRO (merge) and GSO (split) do.
 
     merge and split read IN and write OUT (pcap or pcapng; '-' for standard
-    input / output); verify reads two files.  Exit status: 0 done, 1
-    differences found (verify), 2 usage error or unusable input, 3 input
+    input / output); verify reads two files; calibrate fits merge's NAPI
+    timing to a receiver's capture (WIRE RECEIVED).  Exit status: 0 done, 1
+    differences found (verify; calibrate: not a GRO result), 2 usage error or unusable input, 3 input
     damaged part-way (output written up to the damage), 4 packets lost by
     a live capture (-i), 130 interrupted (143 SIGTERM, 129 SIGHUP).
     """
