@@ -211,6 +211,12 @@ def test_empty_names_and_stats_clobber(tmp_path):
         2, "pcapgro: error: cannot open RECEIVED '': empty file name\n")
     p = run_cli("calibrate", "--stats", gro, wire, gro)
     assert p.returncode == 2 and b"same file as RECEIVED" in p.stderr
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(gro.read_bytes()[:100_000])
+    p = run_cli("calibrate", wire, cut)
+    err = p.stderr.decode()
+    assert p.returncode == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"pcapgro: error: RECEIVED {cut}: damaged input at byte offset ")
 
 
 def test_report_lines_fit_80_columns():

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import os
 
-from ..errors import OptionError, UnusableInput
+from ..errors import DamagedInput, OptionError, UnusableInput
 from . import files
-from .options import (MERGE_OPTIONS, SPLIT_OPTIONS, TUNNEL_OPTIONS, check_merge, check_split,
+from .options import (CALIBRATE_OPTIONS, MERGE_OPTIONS, SPLIT_OPTIONS, TUNNEL_OPTIONS,
+                      check_merge, check_split,
                       gro_config, gso_config, resolve)
 from ..gso.tunnel import UDP_TUNNEL_PORTS
 from .run import Job, Report
@@ -124,21 +125,31 @@ def calibrate(wire, received, *, max_merges=None, **options):
         ``unexplained``; ``.lines`` what the command prints, ``.status`` 0
         fitted, 1 not a GRO result; ``.calibration`` the
         :class:`pcapgro.calibrate.Calibration`.
-    Raises: UnusableInput (unreadable or not a capture), DamagedInput,
+    Raises: UnusableInput (unreadable, not a capture, or damaged part-way),
         OptionError, TypeError (an unknown option).
     """
     from ..calibrate import MAX_MERGES, calibrate as fit
-    for label, p in (("WIRE", wire), ("RECEIVED", received)):
-        if not isinstance(p, (str, os.PathLike)):
-            raise OptionError(f"calibrate needs {label} to be a path")
-        if not os.fspath(p):        # worded as verify's
-            raise UnusableInput(f"cannot open {label} '': empty file name")
-    c = fit(wire, received, max_merges=MAX_MERGES if max_merges is None else max_merges,
-            **options)
+    resolve(CALIBRATE_OPTIONS, options)        # bad options before reading
+    c = fit(*(_whole_capture(label, p) for label, p in (("WIRE", wire), ("RECEIVED", received))),
+            max_merges=MAX_MERGES if max_merges is None else max_merges, **options)
     r = Report(c.to_dict(wire, "OUT"), c.lines(wire, "OUT"))
     r.status = c.status
     r.calibration = c
     return r
+
+
+def _whole_capture(label, path):
+    """The Packets of calibrate's capture ``label`` at ``path``; a damaged
+    one is unusable (UnusableInput naming it: the fit needs it whole)."""
+    from ..agreement import read_packets
+    if not isinstance(path, (str, os.PathLike)):
+        raise OptionError(f"calibrate needs {label} to be a path")
+    if not os.fspath(path):        # worded as verify's
+        raise UnusableInput(f"cannot open {label} '': empty file name")
+    try:
+        return read_packets(path)
+    except DamagedInput as e:
+        raise UnusableInput(f"{label} {os.fspath(path)}: {e} (the fit needs it whole)") from None
 
 
 def _tunnel_ports(values):
