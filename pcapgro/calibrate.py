@@ -19,8 +19,9 @@ The first packet that breaks one is reported and nothing is fitted.
 Cost: every setting tried is one in-memory merge of the wire capture
 (Python engine), except that settings giving the same poll boundaries are
 merged once (boundaries depend on arrival times only).  The number of
-merges is bounded by ``max_merges`` (default :data:`MAX_MERGES`): gap model
-at most ``len(GAP_GRID)`` + 3 x ``REFINE`` merges, the work model the rest
+merges is bounded by ``max_merges`` (default :data:`MAX_MERGES`): the gap
+model at most 1 + ``len(GAP_GRID)`` + 3 rounds of under 2 x ``REFINE``
+merges (1 when the default is exact), the work model the rest
 (coarse grid of ``len(WORK_FACTORS)`` ** 4 points, nearest the defaults
 first, then coordinate refinement), plus 2 per fitted parameter for the
 sensitivity.  The work model is not tried when the gap model is exact.
@@ -29,6 +30,7 @@ sensitivity.  The work model is not tried when the gap model is exact.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import itertools
 import math
 import shlex
 import struct
@@ -430,7 +432,6 @@ def _fit_work(fit):
     then coordinate refinement (each parameter x/÷ 2, then x/÷ 1.41, while
     it gets better), as far as ``max_merges`` allows; None when no merge
     was left."""
-    import itertools
     tried = []
 
     def tryit(t):
