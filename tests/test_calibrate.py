@@ -246,3 +246,13 @@ def test_wire_mutants_break_a_rule(offset, value, reason):
     wire[g[1]] = Packet(wire[g[1]].ts, bytes(d), len(d))
     assert check_received(wire, gro, groups) == {
         "received_frame": n + 1, "wire_frame": g[1] + 1, "reason": reason}
+
+
+def test_library_refuses_bad_options_before_reading():
+    with pytest.raises(TypeError):
+        pcapgro.calibrate("/nonexistent/w.pcap", "/nonexistent/r.pcap", gso=True)
+    with pytest.raises(pcapgro.errors.OptionError):
+        pcapgro.calibrate("/nonexistent/w.pcap", "/nonexistent/r.pcap", udp="yes")
+    wire, gro = pair(KERNEL, "udp4-fwd")
+    with pytest.raises(pcapgro.errors.OptionError):
+        calibrate(wire, gro, poll_model="work", poll_gap=5000)
