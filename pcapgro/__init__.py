@@ -7,13 +7,15 @@ they print; errors raised from :mod:`pcapgro.errors`)::
     st = pcapgro.merge("wire.pcap", "gro.pcapng", fraglist=True)
     pcapgro.split("gro.pcapng", "back.pcap", restore=True)
     pcapgro.verify("wire.pcap", "gro.pcapng")["result"]   # 'faithful'
+    pcapgro.calibrate("wire.pcap", "kernel-gro.pcap")["command"]
 
-(``pcapgro.verify`` is also the module :mod:`pcapgro.verify`: calling it
-is :func:`pcapgro.jobs.verify`.)
+(``pcapgro.verify`` is also the module :mod:`pcapgro.verify`, and
+``pcapgro.calibrate`` the module :mod:`pcapgro.calibrate`: calling them
+is :func:`pcapgro.jobs.verify` / :func:`pcapgro.jobs.calibrate`.)
 
 Library layout (the CLI in :mod:`pcapgro.cli` only parses options):
 
-* :mod:`pcapgro.jobs`     -- merge, split, verify: whole jobs, options table
+* :mod:`pcapgro.jobs`     -- merge, split, verify, calibrate: whole jobs, options table
 * :mod:`pcapgro.record`   -- the event objects every stage passes along
 * :mod:`pcapgro.capture`  -- pcap / pcapng readers and writers
 * :mod:`pcapgro.linklayer` -- link types down to the network layer
@@ -28,8 +30,10 @@ import types as _types
 from . import verify as _verify_module
 from .jobs import merge, split, Report
 from .jobs import verify as _verify_job
+from .jobs import calibrate as _calibrate_job
+from . import calibrate as _calibrate_module
 
-__all__ = ["merge", "split", "verify", "Report", "__version__"]
+__all__ = ["merge", "split", "verify", "calibrate", "Report", "__version__"]
 
 
 class _CallableModule(_types.ModuleType):
@@ -43,3 +47,15 @@ class _CallableModule(_types.ModuleType):
 
 _verify_module.__class__ = _CallableModule
 verify = _verify_module
+
+
+class _CallableCalibrate(_types.ModuleType):
+    """The module :mod:`pcapgro.calibrate`, callable as the library's
+    :func:`pcapgro.jobs.calibrate`."""
+
+    def __call__(self, wire, received, *, max_merges=None, **options):
+        return _calibrate_job(wire, received, max_merges=max_merges, **options)
+
+
+_calibrate_module.__class__ = _CallableCalibrate
+calibrate = _calibrate_module

@@ -33,7 +33,7 @@ from .errors import (PcapgroError, DamagedInput, OptionError, OutputClosed, Unus
                      EXIT_USAGE, EXIT_DAMAGED, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED)
 from .jobs.run import lost_line
 from .jobs import files
-from .jobs.options import MERGE_OPTIONS, SPLIT_OPTIONS, TUNNEL_OPTIONS
+from .jobs.options import CALIBRATE_OPTIONS, MERGE_OPTIONS, SPLIT_OPTIONS, TUNNEL_OPTIONS
 
 __all__ = ["cli", "main", "table_options"]
 
@@ -154,8 +154,9 @@ def cli():
     """Rewrite packet captures the way Linux GRO (merge) and GSO (split) do.
 
     merge and split read IN and write OUT (pcap or pcapng; '-' for standard
-    input / output); verify reads two files.  Exit status: 0 done, 1
-    differences found (verify), 2 usage error or unusable input, 3 input
+    input / output); verify reads two files; calibrate fits merge's NAPI
+    timing to a receiver's capture (WIRE RECEIVED).  Exit status: 0 done, 1
+    differences found (verify; calibrate: not a GRO result), 2 usage error or unusable input, 3 input
     damaged part-way (output written up to the damage), 4 packets lost by
     a live capture (-i), 130 interrupted (143 SIGTERM, 129 SIGHUP).
     """
@@ -558,6 +559,61 @@ def verify_cmd(in_path, out_path, csum, as_json, stats_path, quiet, max_problems
         sys.stdout.write("".join(ln + "\n" for ln in v.summary_lines(max_problems)))
     if sys.stdout is not None:
         sys.stdout.flush()
+    if stats_path and stats_path != "-":
+        files.write_stats(stats_path, report)
+    sys.exit(report.status)
+
+
+_CALIBRATE_EPILOG = """\b
+Examples:
+  pcapgro calibrate tests/data/kernel/udp4-fwd-wire.pcap tests/data/kernel/udp4-fwd-gro.pcap
+  pcapgro calibrate --udp gro --stats fit.json wire.pcap receiver.pcap
+  $(pcapgro calibrate -q wire.pcap receiver.pcap | sed 's/ OUT$/ out.pcap/')
+"""
+
+
+@cli.command("calibrate", epilog=_CALIBRATE_EPILOG)
+@click.argument("wire_path", metavar="WIRE")
+@click.argument("received_path", metavar="RECEIVED")
+@table_options(CALIBRATE_OPTIONS)
+@click.option("--max-merges", type=click.IntRange(1), default=None, metavar="N",
+              help="Merges the fit may run (default 150; each is one merge of WIRE in memory).")
+@click.option("--stats", "stats_path", metavar="FILE",
+              help="Write the fit as JSON to FILE ('-' = standard output).")
+@click.option("-q", "--quiet", is_flag=True,
+              help="Print only the fitted 'pcapgro merge' command line.")
+@click.version_option(__version__, prog_name="pcapgro")
+def calibrate_cmd(wire_path, received_path, max_merges, stats_path, quiet, **opts):
+    """Fit merge's NAPI timing to a receiver's own capture.
+
+    WIRE is what the receiver's GRO got (tcpdump -Q out on the sender's
+    end), RECEIVED the receiver's capture after its GRO (tcpdump -Q in).
+    Fits the gap model (--poll-gap) and the work model (--poll-model work
+    and its costs), picks the best agreement (packets out, then joins extra
+    and missing) and prints it as a 'pcapgro merge' command line, with the
+    agreement reached, each parameter's sensitivity and the aggregate
+    boundaries no setting explains.  Options given (--udp, --fraglist,
+    --csum, ...) are kept; --udp/--fraglist are detected when not given.
+    Exit status: 0 fitted (exact or not: the report says), 1 RECEIVED is
+    not a GRO result of this kernel/configuration (first offending packet
+    named), 2 unusable input.
+    """
+    _refuse_stats_clobber(None, wire_path, stats_path, "WIRE")
+    _refuse_stats_clobber(None, received_path, stats_path, "RECEIVED")
+    _check_stats_path(stats_path)
+    if sys.stdout is None:
+        raise UnusableInput("cannot write the result: standard output is closed")
+    report = _usage(lambda: jobs.calibrate(wire_path, received_path, max_merges=max_merges,
+                                           **_given(CALIBRATE_OPTIONS, opts)))
+    c = report.calibration
+    if not c.explainable:
+        _err(report.lines[0])
+    elif stats_path != "-":
+        text = [report["command"]] if quiet else report.lines
+        sys.stdout.write("".join(ln + "\n" for ln in text))
+    if stats_path == "-":
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    sys.stdout.flush()
     if stats_path and stats_path != "-":
         files.write_stats(stats_path, report)
     sys.exit(report.status)

@@ -1,4 +1,5 @@
-"""The library calls: :func:`merge`, :func:`split`, :func:`verify`.
+"""The library calls: :func:`merge`, :func:`split`, :func:`verify`,
+:func:`calibrate`.
 
 Each does a whole job, as ``pcapgro merge|split|verify`` does it, and
 returns the statistics dict the command prints and writes with
@@ -20,9 +21,10 @@ from __future__ import annotations
 
 import os
 
-from ..errors import OptionError
+from ..errors import DamagedInput, OptionError, UnusableInput
 from . import files
-from .options import (MERGE_OPTIONS, SPLIT_OPTIONS, TUNNEL_OPTIONS, check_merge, check_split,
+from .options import (CALIBRATE_OPTIONS, MERGE_OPTIONS, SPLIT_OPTIONS, TUNNEL_OPTIONS,
+                      check_merge, check_split,
                       gro_config, gso_config, resolve)
 from ..gso.tunnel import UDP_TUNNEL_PORTS
 from .run import Job, Report
@@ -30,7 +32,7 @@ from .run import Job, Report
 SPLIT_VXLAN_PORTS = tuple(p for p, k in UDP_TUNNEL_PORTS.items() if k == "vxlan")
 SPLIT_GENEVE_PORTS = tuple(p for p, k in UDP_TUNNEL_PORTS.items() if k == "geneve")
 
-__all__ = ["merge", "split", "verify", "plan_merge", "plan_split", "Report", "Job"]
+__all__ = ["merge", "split", "verify", "calibrate", "plan_merge", "plan_split", "Report", "Job"]
 
 
 def merge(src, dst, *, out_format=None, verify=False, progress=None, note=None, **options):
@@ -103,6 +105,51 @@ def verify(in_path, out_path, csum="valid", progress=None, **tunnels):
     v = _verify_module().verify(in_path, out_path, csum=csum, progress=progress,
                                 **_tunnel_ports(values))
     return Report(v.to_dict(), verdict=v)
+
+
+def calibrate(wire, received, *, max_merges=None, **options):
+    """Fit merge's NAPI timing to a receiver's capture (``pcapgro
+    calibrate``): :func:`pcapgro.calibrate.calibrate` on two capture files.
+
+    Args:
+        wire:       the wire capture (what the receiver's GRO got): a path.
+        received:   the receiver's capture after its GRO: a path.
+        max_merges: bound on the merges the fit runs (None: the default,
+                    :data:`pcapgro.calibrate.MAX_MERGES`).
+        **options:  merge's GRO options kept fixed (:data:`~pcapgro.jobs.
+                    options.CALIBRATE_OPTIONS`): ``udp='gro'``,
+                    ``fraglist``, ``csum``, ...
+    Returns: a :class:`Report`: ``result`` ('exact', 'not_exact', or
+        'not_gro' with ``offending``), ``options``, ``command``,
+        ``agreement``, ``default_agreement``, ``sensitivity``,
+        ``unexplained``; ``.lines`` what the command prints, ``.status`` 0
+        fitted, 1 not a GRO result; ``.calibration`` the
+        :class:`pcapgro.calibrate.Calibration`.
+    Raises: UnusableInput (unreadable, not a capture, or damaged part-way),
+        OptionError, TypeError (an unknown option).
+    """
+    from ..calibrate import MAX_MERGES, calibrate as fit
+    resolve(CALIBRATE_OPTIONS, options)        # bad options before reading
+    c = fit(*(_whole_capture(label, p) for label, p in (("WIRE", wire), ("RECEIVED", received))),
+            max_merges=MAX_MERGES if max_merges is None else max_merges, **options)
+    r = Report(c.to_dict(wire, "OUT"), c.lines(wire, "OUT"))
+    r.status = c.status
+    r.calibration = c
+    return r
+
+
+def _whole_capture(label, path):
+    """The Packets of calibrate's capture ``label`` at ``path``; a damaged
+    one is unusable (UnusableInput naming it: the fit needs it whole)."""
+    from ..agreement import read_packets
+    if not isinstance(path, (str, os.PathLike)):
+        raise OptionError(f"calibrate needs {label} to be a path")
+    if not os.fspath(path):        # worded as verify's
+        raise UnusableInput(f"cannot open {label} '': empty file name")
+    try:
+        return read_packets(path)
+    except DamagedInput as e:
+        raise UnusableInput(f"{label} {os.fspath(path)}: {e} (the fit needs it whole)") from None
 
 
 def _tunnel_ports(values):

@@ -12,14 +12,15 @@ sets).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 import click
 
 from ..errors import OptionError
 
-__all__ = ["Option", "MERGE_OPTIONS", "SPLIT_OPTIONS", "TUNNEL_OPTIONS", "resolve", "gro_config",
+__all__ = ["Option", "MERGE_OPTIONS", "SPLIT_OPTIONS", "TUNNEL_OPTIONS", "CALIBRATE_OPTIONS",
+           "resolve", "gro_config",
            "gso_config", "check_merge", "check_split"]
 
 
@@ -253,3 +254,19 @@ def check_split(values, given):
     """Refuse ``--restore`` with segmentation options (OptionError)."""
     if values["restore"] and any(values[k] for k in ("mss", "gso_size", "fixed_id")):
         raise OptionError("--restore takes no segmentation options")
+
+
+def _calibrate_option(o):
+    """Merge's option ``o`` as calibrate takes it (``--csum`` defaults to
+    what a receiver's capture holds)."""
+    if o.name == "csum":
+        return replace(o, default="kernel",
+                       help="Checksums on the receiver's aggregates: the kernel's (pseudo-header "
+                            "seed; fraglist: the first packet's), or valid ones.")
+    return o
+
+
+# calibrate's: merge's GRO options (the timing ones given are kept, not
+# fitted); no pass-through or forwarding
+CALIBRATE_OPTIONS = tuple(_calibrate_option(o) for o in MERGE_OPTIONS
+                          if o.name not in ("no_gro", "gso", "egress_mtu", "bridge"))
