@@ -16,7 +16,7 @@ from pcapgro import pipeline
 from pcapgro.capture.pcap import PcapReader, PcapWriter
 from pcapgro.capture.pcapng import PcapngWriter
 from pcapgro.gro import GROConfig, GROEngine
-from pcapgro.record import Interface, Section
+from pcapgro.record import Interface, Packet, Section
 
 from test_gro_cfast import rule_traffic
 
@@ -66,3 +66,13 @@ def test_mode_matches_reference(mode, fmt, seed, n_flows):
     ref = merged(data, fmt, True, **MODES[mode])
     assert got[1] == ref[1], f"{mode}/{fmt}: statistics differ"
     assert got[0] == ref[0], f"{mode}/{fmt}: output differs from the reference"
+
+
+def test_batches_closed_by_its_consumer_yields_nothing_more():
+    # a consumer that stops (Ctrl-C in merge, calibrate ending a merge
+    # early) closes the generator: it must not yield what it holds then
+    # (close() raised "RuntimeError: generator ignored GeneratorExit")
+    from pcapgro.gro.engine import _batches
+    g = _batches(iter([Packet(i, b"x", 1) for i in range(10)]), 3)
+    assert len(next(g)) == 3
+    g.close()

@@ -38,7 +38,9 @@ _ONLY_PACKETS = {Packet}
 def _batches(it, n):
     """Yield runs of up to ``n`` Packets as lists, and every other event
     alone (in a list of its own).  On an error from ``it`` yield what was read
-    before it, then re-raise, so nothing read is lost."""
+    before it, then re-raise, so nothing read is lost (but when the
+    consumer closes this generator: a yield then would be a RuntimeError,
+    "generator ignored GeneratorExit", e.g. on Ctrl-C)."""
     buf = []
     try:
         for ev in it:
@@ -52,6 +54,8 @@ def _batches(it, n):
                     yield buf
                     buf = []
                 yield [ev]
+    except GeneratorExit:
+        raise               # closed by its consumer: nothing more to yield
     except BaseException:
         if buf:
             yield buf
