@@ -26,8 +26,8 @@ of the input's byte order and resolution (``GROEngine.raw_out``, no
 annotations) or pcapng (``GROEngine.ng_out``: the loop writes the EPBs,
 with the comments, TSO flag and restore records of annotated output, as
 :class:`RawBlocks`; ``pcapgro/_annotate.h``), and the configuration is one
-the loop models: standard or fraglist GRO (fraglist: no local sockets), no NAPI budget,
-gro_flush_timeout 0.  An aggregate handed over carries the restore rows of
+the loop models: standard or fraglist GRO (fraglist: no local sockets), the
+gap poll model with gro_flush_timeout or without, no NAPI budget.  An aggregate handed over carries the restore rows of
 what the loop merged (``Agg.rows0``).  ``PCAPGRO_NO_C=1`` in the
 environment turns it off.
 """
@@ -43,7 +43,7 @@ try:  # the extension is optional (no C compiler at install time)
 except ImportError:          # pragma: no cover - depends on the build
     _native = None
 
-__all__ = ["available", "usable", "CEngine", "FLUSH_CODES", "PASS_CODES", "LINKTYPES"]
+__all__ = ["available", "usable", "poll_start", "CEngine", "FLUSH_CODES", "PASS_CODES", "LINKTYPES"]
 
 # the link types the loop walks (linklayer.network_layer's): EN10MB, Linux
 # cooked v1 and v2, raw IP (RAW, the two DLT_RAW numbers, IPV4, IPV6)
@@ -72,9 +72,31 @@ def usable(cfg):
     loop models (see the module doc)."""
     return (available() and cfg.fast_path and cfg.compiled
             and not (cfg.fraglist and cfg.local_ports)
-            and not cfg.napi_budget and not cfg.gro_flush_timeout
+            and not cfg.napi_budget
             and cfg.hash in ("flow", "none") and cfg.csum in ("valid", "kernel")
             and 1 <= cfg.gro_max_size <= 0x7FFFFFFF and cfg.hz > 0)
+
+
+def poll_start(eng, ts):
+    """End the NAPI poll of GROEngine ``eng`` before the packet at ``ts``
+    (ns; a poll start: an arrival gap after ``eng.last_ts``) as its Python
+    paths would (``_polls``: the poll end), but only when
+    that leaves nothing held, so the compiled loop can take over there;
+    True then.  Else nothing is done and False returned: the Python paths
+    go on and end that poll themselves (ending it here as well would flush
+    twice).  An old-only flush (a poll end's with gro_flush_timeout)
+    leaves the packets held in the current jiffy."""
+    if not eng.flows:
+        return True
+    cfg = eng.cfg
+    last = eng.last_ts
+    now = last // eng.jiffy_ns
+    young = any(agg.age == now for agg in eng.flows.values())
+    timeout = cfg.gro_flush_timeout
+    if timeout and young and not ts - last > timeout:
+        return False
+    eng.poll_end(last, ts, timeout)
+    return True
 
 
 class CEngine:
@@ -97,7 +119,9 @@ class CEngine:
                               jiffy_ns=1_000_000_000 // cfg.hz, verify=cfg.verify_csum,
                               csum_valid=cfg.csum == "valid", hash_flow=cfg.hash == "flow",
                               vlan=cfg.vlan_gro, udp_gro=cfg.udp == "gro",
-                              fraglist=cfg.fraglist, **ng)
+                              fraglist=cfg.fraglist,
+                              gro_flush_timeout=min(cfg.gro_flush_timeout, 1 << 62),
+                              **ng)
 
     @property
     def held(self):

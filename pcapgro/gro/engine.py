@@ -273,9 +273,9 @@ class GROEngine(NAPI):
             self._chunk_py(lb.part(i, g))
             if g == n:
                 return
-            if self.flows:
-                # what _polls does before the poll that starts at g
-                self.poll_end(self.last_ts, lb.ts[g], self.cfg.gro_flush_timeout)
+            # what the Python paths do before the poll that starts at g,
+            # when that leaves nothing held (else they go on from g)
+            cfast.poll_start(self, lb.ts[g])
             i = g
 
     def _chunk_py(self, lb):
