@@ -354,9 +354,10 @@ def test_not_used_for_configurations_it_does_not_model():
     assert cfast.usable(GROConfig(annotate=True))
     assert not cfast.usable(GROConfig(annotate=False, fraglist=True, local_ports=frozenset([80])))
     assert cfast.usable(GROConfig(annotate=False, fraglist=True))
-    # issue 16: the loop models gro_flush_timeout
-    assert not cfast.usable(GROConfig(annotate=False, napi_budget=64))
+    # issue 16: the loop models the NAPI budget and gro_flush_timeout
+    assert cfast.usable(GROConfig(annotate=False, napi_budget=64))
     assert cfast.usable(GROConfig(annotate=False, gro_flush_timeout=1000))
+    assert cfast.usable(GROConfig(annotate=False, napi_budget=64, gro_flush_timeout=1000))
     assert not cfast.usable(GROConfig(annotate=False, compiled=False))
     assert cfast.usable(GROConfig(annotate=False))
 
@@ -954,9 +955,31 @@ def test_compiled_flush_timeout_matches_python(timeout, hz):
     check(pkts, 9000, gro_flush_timeout=timeout, hz=hz)
 
 
-@pytest.mark.parametrize("cfg", [dict(gro_flush_timeout=1_000_000),
-                                 dict(gro_flush_timeout=3_000_000, hz=1000),
-                                 dict(gro_flush_timeout=500_000, fraglist=True)])
+@pytest.mark.parametrize("budget", [1, 2, 7, 64, 300])
+@pytest.mark.parametrize("hz", [100, 250, 1000])
+@pytest.mark.parametrize("gaps", [True, False])
+def test_compiled_napi_budget_matches_python(budget, hz, gaps):
+    # polls also end after `budget` packets (__napi_poll): the budget
+    # flush, old-only when hz >= 1000; the count goes on across chunks and
+    # hand-overs
+    pkts = rule_traffic(budget * 3 + hz + gaps, 5, 1500)
+    if not gaps:
+        pkts = _nogap(pkts)
+    check(pkts, 9000, napi_budget=budget, hz=hz)
+
+
+@pytest.mark.parametrize("budget,timeout", [(1, 1_000_000), (7, 500_000), (7, 4_000_000),
+                                            (64, 3_000_000), (64, 10_000_000), (300, 1)])
+@pytest.mark.parametrize("hz", [100, 1000])
+def test_compiled_budget_and_flush_timeout_match_python(budget, timeout, hz):
+    pkts = rule_traffic(budget + timeout % 991 + hz, 3, 1500, p6=0.3, shapes=True)
+    check(pkts, 7000, napi_budget=budget, gro_flush_timeout=timeout, hz=hz)
+
+
+@pytest.mark.parametrize("cfg", [dict(napi_budget=7), dict(napi_budget=64, hz=1000),
+                                 dict(gro_flush_timeout=1_000_000),
+                                 dict(napi_budget=64, gro_flush_timeout=3_000_000, hz=1000),
+                                 dict(napi_budget=2, fraglist=True)])
 @pytest.mark.parametrize("annotate", [True, False])
 def test_compiled_budget_and_timeout_pcapng_output_match_python(cfg, annotate):
     pkts = rule_traffic(len(cfg) * 11 + annotate, 4, 2000, p6=0.3, shapes=True)
@@ -982,8 +1005,11 @@ def _bulk(n, gap_every=0, gap=2_000_000):
     return pkts
 
 
-@pytest.mark.parametrize("cfg", [dict(gro_flush_timeout=1_000_000),
-                                 dict(gro_flush_timeout=1_999_999, hz=100)])
+@pytest.mark.parametrize("cfg", [dict(napi_budget=64), dict(napi_budget=64, hz=1000),
+                                 dict(napi_budget=7, hz=100), dict(napi_budget=1),
+                                 dict(gro_flush_timeout=1_000_000),
+                                 dict(gro_flush_timeout=1_999_999, hz=100),
+                                 dict(napi_budget=64, gro_flush_timeout=1_000_000, hz=1000)])
 def test_budget_and_flush_timeout_stay_in_the_compiled_loop(cfg):
     # issue 16: the loop runs these NAPI modes itself, across chunks
     # (polls of 150 segments 2 ms apart)
@@ -1001,7 +1027,10 @@ def test_budget_and_flush_timeout_stay_in_the_compiled_loop(cfg):
         assert fl["flush_timeout"] > 0
 
 
-@pytest.mark.parametrize("cfg,back", [(dict(gro_flush_timeout=1_000_000, hz=1000), True),
+@pytest.mark.parametrize("cfg,back", [(dict(napi_budget=64, hz=1000), True),
+                                      (dict(napi_budget=64), True),
+                                      (dict(napi_budget=7, gro_flush_timeout=1_000_000), True),
+                                      (dict(gro_flush_timeout=1_000_000, hz=1000), True),
                                       (dict(gro_flush_timeout=10_000_000, hz=100), False)])
 def test_budget_and_timeout_hand_back_at_poll_starts(cfg, back):
     # segments with IPv4 options (the Python engine's) now and then, in
@@ -1021,3 +1050,18 @@ def test_budget_and_timeout_hand_back_at_poll_starts(cfg, back):
     assert (runs >= 2) == back
     assert (out, st) == run(data, False, **cfg)[:2]
     assert general(pkts, **cfg) == (out, st)
+
+
+def test_in_poll_carried_to_the_python_engine():
+    # 320 segments in one poll, budget 64: the loop counts the poll's
+    # packets; the fifth budget flush is the Python engine's at the end of
+    # input (GROEngine._end), which sees the loop's count
+    pkts = [p for p in _bulk(320) if parse(p).payload_len]
+    data = _pcap(pkts)
+    for chunk in (1 << 22, 30000):
+        out, st, runs, pys = _calls(data, chunk, napi_budget=64)
+        assert pys == 0
+        assert (out, st) == run(data, False, chunk, napi_budget=64)[:2]
+        # 45 segments of 1448 reach 65536: two aggregates per poll
+        assert st["flush_reasons"] == {"budget": 5, "size_limit": 5}
+
