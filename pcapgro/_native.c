@@ -44,9 +44,12 @@
  *                        tcp_gro_receive / udp_gro_receive_segment (rx-gro-list:
  *                        the whole flag word, ip_summed, 64 packets, 65536
  *                        bytes with every header; checksum of the first kept)
- * and the NAPI model of engine.py with gro_flush_timeout 0 and no budget
- * (a poll ends at an arrival gap > poll_gap_ns; every held packet is then
- * completed, bucket 0..7, oldest first).
+ * and the NAPI model of engine.py (the gap model): a poll ends at an
+ * arrival gap > poll_gap_ns, or after napi_budget packets (__napi_poll:
+ * the budget flush, old packets only when hz >= 1000); at a poll end every
+ * held packet is completed, bucket 0..7, oldest first, or with
+ * gro_flush_timeout only those from an older jiffy, the rest when the
+ * timer fires before the next packet (napi_complete_done).
  *
  * A record is handled here when: captured == original length, Ethernet
  * with up to two VLAN tags (0x8100 / 0x88a8, when VLAN GRO is on), Linux
@@ -96,7 +99,7 @@ enum {
     F_DF_CHANGED, F_IP_ID, F_MSS_EXCEEDED, F_PURE_ACK, F_SEQ_GAP,
     F_SIZE_LIMIT, F_PSH, F_FIN, F_URG, F_RST, F_SYN, F_SHORT_SEGMENT,
     F_BUCKET_FULL, F_POLL_END, F_LONGER_DATAGRAM, F_SHORT_DATAGRAM, F_SEGMENT_LIMIT,
-    F_CSUM_STATE, F_N
+    F_CSUM_STATE, F_BUDGET, F_FLUSH_TIMEOUT, F_N
 };
 /* Pass reason codes; named by PASS_NAMES (pcapgro.gro.flush.Pass values) */
 enum { P_PURE_ACK, P_FLAGS, P_NO_UDP_GRO, P_UDP_LENGTH, P_CSUM_STATE, P_N };
@@ -112,7 +115,8 @@ static const char *const FLUSH_NAMES[] = {
     [F_SHORT_SEGMENT] = "short_segment", [F_BUCKET_FULL] = "bucket_full",
     [F_POLL_END] = "poll_end", [F_LONGER_DATAGRAM] = "longer_datagram",
     [F_SHORT_DATAGRAM] = "short_datagram", [F_SEGMENT_LIMIT] = "segment_limit",
-    [F_CSUM_STATE] = "csum_state",
+    [F_CSUM_STATE] = "csum_state", [F_BUDGET] = "budget",
+    [F_FLUSH_TIMEOUT] = "flush_timeout",
 };
 static const char *const PASS_NAMES[] = {[P_PURE_ACK] = "pure_ack", [P_FLAGS] = "flags",
                                          [P_NO_UDP_GRO] = "no_udp_gro",
@@ -167,6 +171,11 @@ typedef struct {
     int linktype;           /* of the records of the current run() / scan() */
     int udp_gro;            /* UDP datagrams take standard GRO (--udp gro) */
     int fraglist;           /* rx-gro-list: TCP and UDP flows take fraglist GRO */
+    /* the NAPI model (engine.py): gro_flush_timeout (ns, 0 = none), NAPI
+     * budget (packets per poll, 0 = none; a full poll's flush is old-only
+     * when budget_old: hz >= 1000), packets taken by the current poll */
+    int64_t timeout, budget, in_poll;
+    int budget_old;
     /* pcapng output (else classic pcap records in the input's format):
      * EPBs on interface 0 in the byte order ng_swap says, timestamps in
      * units of ng_div ns; annotate: comments, flags, restore records */
@@ -542,6 +551,55 @@ static void flush_all(Engine *e, int reason, int64_t t)
             complete(e, e->bk[b][0], reason, t);
 }
 
+/* __gro_flush with flush_old (core.py NAPI.flush, old_only): buckets 0..7,
+ * oldest first, each bucket's scan stopping at the first packet held in
+ * the jiffy of t */
+static void flush_old(Engine *e, int reason, int64_t t)
+{
+    int64_t now = t / e->jiffy;
+    for (int b = 0; b < NBUCKETS; b++)
+        while (e->bn[b] && e->aggs[e->bk[b][0]].age != now)
+            complete(e, e->bk[b][0], reason, t);
+}
+
+/* napi_complete_done (core.py NAPI.poll_end): the poll that took the
+ * packet at last (ns) ended before the one at next arrived.  No
+ * gro_flush_timeout: everything is completed; else only what is older
+ * than the current jiffy, then the rest when the timer (last + timeout)
+ * fires before next */
+static void poll_end(Engine *e, int64_t last, int64_t next)
+{
+    if (!e->timeout) {
+        flush_all(e, F_POLL_END, last);
+        return;
+    }
+    flush_old(e, F_POLL_END, last);
+    if (e->nheld && next - last > e->timeout)
+        flush_all(e, F_FLUSH_TIMEOUT, last + e->timeout);
+}
+
+/* Before the packet at ts: does a NAPI poll end there (engine.py
+ * _loop_budget, _polls)?  After budget packets (__napi_poll: the budget
+ * flush, old-only when hz >= 1000), else at an arrival gap over
+ * poll_gap_ns (napi_complete_done); in_poll counts the new poll's packets
+ * from 0 then (only with a budget, as the Python engine counts) */
+static void poll_boundary(Engine *e, int64_t ts)
+{
+    if (!e->have_last)
+        return;
+    if (e->budget && e->in_poll == e->budget) {
+        if (e->nheld && e->budget_old)
+            flush_old(e, F_BUDGET, e->last_ts);
+        else if (e->nheld)
+            flush_all(e, F_BUDGET, e->last_ts);
+        e->in_poll = 0;
+    } else if (ts - e->last_ts > e->gap) {
+        if (e->nheld)
+            poll_end(e, e->last_ts, ts);
+        e->in_poll = 0;
+    }
+}
+
 static int find(Engine *e, const uint8_t *key, uint64_t kh)
 {
     if (!e->nheld)
@@ -837,15 +895,26 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"limit", "poll_gap_ns", "jiffy_ns", "verify", "csum_valid",
                              "hash_flow", "vlan", "pcapng", "pcapng_swap", "pcapng_div",
-                             "annotate", "udp_gro", "fraglist", NULL};
+                             "annotate", "udp_gro", "fraglist", "gro_flush_timeout", "napi_budget",
+                             "budget_old_only", NULL};
     unsigned long limit;
     long long gap, jiffy, ng_div = 1;
     int verify, csum_valid, hash_flow, vlan = 0, ng = 0, ng_swap = 0, annotate = 0;
-    int udp_gro = 0, fraglist = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLppp", kwlist, &limit, &gap, &jiffy,
+    int udp_gro = 0, fraglist = 0, budget_old = 0;
+    long long timeout = 0, budget = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLpppLLp", kwlist, &limit, &gap, &jiffy,
                                      &verify, &csum_valid, &hash_flow, &vlan, &ng, &ng_swap,
-                                     &ng_div, &annotate, &udp_gro, &fraglist))
+                                     &ng_div, &annotate, &udp_gro, &fraglist, &timeout,
+                                     &budget, &budget_old))
         return -1;
+    if (timeout < 0 || budget < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad gro_flush_timeout or napi_budget");
+        return -1;
+    }
+    e->timeout = timeout;
+    e->budget = budget;
+    e->budget_old = budget_old;
+    e->in_poll = 0;
     e->udp_gro = udp_gro;
     e->fraglist = fraglist;
     if (limit < 1 || limit > 0x7FFFFFFF || jiffy <= 0 || ng_div <= 0) {
@@ -1149,11 +1218,10 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
         Py_ssize_t off = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i));
         if (!parse_record(e, buf, blen, off, swap, e->mul, &g, &ts) || !seg_csum(e, &g, 1))
             break;
-        /* the NAPI poll ends at a gap */
-        if (e->have_last && ts - e->last_ts > e->gap && e->nheld)
-            flush_all(e, F_POLL_END, e->last_ts);
+        poll_boundary(e, ts);
         e->have_last = 1;
         e->last_ts = ts;
+        e->in_poll += e->budget != 0;
         seg_fields(&g);
         receive(e, &g, ts, base + i);
         if (e->error)
@@ -1289,6 +1357,25 @@ static PyObject *Engine_held(Engine *e, void *closure)
     return PyLong_FromLong(e->nheld);
 }
 
+/* in_poll: packets taken by the current NAPI poll (GROEngine.in_poll),
+ * given before run() and read after it */
+static PyObject *Engine_get_in_poll(Engine *e, void *closure)
+{
+    return PyLong_FromLongLong(e->in_poll);
+}
+
+static int Engine_set_in_poll(Engine *e, PyObject *v, void *closure)
+{
+    long long n = v ? PyLong_AsLongLong(v) : -1;
+    if (n == -1 && (!v || PyErr_Occurred())) {
+        if (!v)
+            PyErr_SetString(PyExc_TypeError, "in_poll cannot be deleted");
+        return -1;
+    }
+    e->in_poll = n;
+    return 0;
+}
+
 static PyMethodDef Engine_methods[] = {
     {"run", (PyCFunction)Engine_run, METH_VARARGS,
      "run(buf, recs, start, base, mul, swap, last_ts, have_last, last_out_ts) -> "
@@ -1308,6 +1395,8 @@ static PyMethodDef Engine_methods[] = {
 
 static PyGetSetDef Engine_getset[] = {
     {"held", (getter)Engine_held, NULL, "number of held packets", NULL},
+    {"in_poll", (getter)Engine_get_in_poll, (setter)Engine_set_in_poll,
+     "packets taken by the current NAPI poll (counted with a budget)", NULL},
     {NULL}
 };
 

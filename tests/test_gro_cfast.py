@@ -353,8 +353,10 @@ def test_not_used_for_configurations_it_does_not_model():
     assert cfast.usable(GROConfig(annotate=True))
     assert not cfast.usable(GROConfig(annotate=False, fraglist=True, local_ports=frozenset([80])))
     assert cfast.usable(GROConfig(annotate=False, fraglist=True))
-    assert not cfast.usable(GROConfig(annotate=False, napi_budget=64))
-    assert not cfast.usable(GROConfig(annotate=False, gro_flush_timeout=1000))
+    # issue 16: the loop models the NAPI budget and gro_flush_timeout
+    assert cfast.usable(GROConfig(annotate=False, napi_budget=64))
+    assert cfast.usable(GROConfig(annotate=False, gro_flush_timeout=1000))
+    assert cfast.usable(GROConfig(annotate=False, napi_budget=64, gro_flush_timeout=1000))
     assert not cfast.usable(GROConfig(annotate=False, compiled=False))
     assert cfast.usable(GROConfig(annotate=False))
 
@@ -505,8 +507,9 @@ def test_reason_names_come_from_c():
     assert [c.value for c in cfast.PASS_CODES] == list(_native.PASS_NAMES)
 
 
-def _calls(data, **cfg):
-    """(output, stats, calls of CEngine.run, calls of GROEngine._chunk_py)."""
+def _calls(data, chunk=1 << 22, **cfg):
+    """(output, stats, calls of CEngine.run, calls of GROEngine._chunk_py);
+    ``chunk``: the reader's chunk size."""
     from pcapgro.gro.engine import GROEngine as E
     runs, pys = [], []
     orig_run, orig_py = cfast.CEngine.run, E._chunk_py
@@ -521,7 +524,7 @@ def _calls(data, **cfg):
 
     cfast.CEngine.run, E._chunk_py = counting_run, counting_py
     try:
-        out, st, _ = run(data, True, min_run=cfast.MIN_RUN, **cfg)
+        out, st, _ = run(data, True, chunk, min_run=cfast.MIN_RUN, **cfg)
     finally:
         cfast.CEngine.run, E._chunk_py = orig_run, orig_py
     return out, st, len(runs), len(pys)
@@ -923,3 +926,141 @@ def test_pcapng_output_keeps_packets_after_blocks_that_flush():
         assert blocks > 0
         assert c_st == p_st
         assert c_out == p_out
+
+
+# ---- issue 16: the NAPI budget, gro_flush_timeout, BSD loopback link types
+
+def _nogap(pkts):
+    """``pkts`` with every arrival gap over 500 us shrunk to 20 us (one
+    poll from start to end, but for the budget's)."""
+    out, shift, prev = [], 0, None
+    for p in pkts:
+        if prev is not None and p.ts - prev > 500 * US:
+            shift += p.ts - prev - 20 * US
+        prev = p.ts
+        out.append(Packet(p.ts - shift, p.data, p.orig_len, p.iface, p.linktype))
+    return out
+
+
+# gro_flush_timeout around a jiffy (hz 1000: 1 ms, 250: 4 ms, 100: 10 ms)
+# and around rule_traffic's poll gaps (3 ms and more)
+@pytest.mark.parametrize("timeout", [1, 500_000, 1_000_000, 2_999_999, 3_000_000, 3_000_020,
+                                     4_000_000, 10_000_000])
+@pytest.mark.parametrize("hz", [100, 250, 1000])
+def test_compiled_flush_timeout_matches_python(timeout, hz):
+    # a poll end completes only what is older than the current jiffy; the
+    # timer completes the rest when the next packet comes later
+    pkts = rule_traffic(timeout % 997 + hz, 4, 1500)
+    check(pkts, 9000, gro_flush_timeout=timeout, hz=hz)
+
+
+@pytest.mark.parametrize("budget", [1, 2, 7, 64, 300])
+@pytest.mark.parametrize("hz", [100, 250, 1000])
+@pytest.mark.parametrize("gaps", [True, False])
+def test_compiled_napi_budget_matches_python(budget, hz, gaps):
+    # polls also end after `budget` packets (__napi_poll): the budget
+    # flush, old-only when hz >= 1000; the count goes on across chunks and
+    # hand-overs
+    pkts = rule_traffic(budget * 3 + hz + gaps, 5, 1500)
+    if not gaps:
+        pkts = _nogap(pkts)
+    check(pkts, 9000, napi_budget=budget, hz=hz)
+
+
+@pytest.mark.parametrize("budget,timeout", [(1, 1_000_000), (7, 500_000), (7, 4_000_000),
+                                            (64, 3_000_000), (64, 10_000_000), (300, 1)])
+@pytest.mark.parametrize("hz", [100, 1000])
+def test_compiled_budget_and_flush_timeout_match_python(budget, timeout, hz):
+    pkts = rule_traffic(budget + timeout % 991 + hz, 3, 1500, p6=0.3, shapes=True)
+    check(pkts, 7000, napi_budget=budget, gro_flush_timeout=timeout, hz=hz)
+
+
+@pytest.mark.parametrize("cfg", [dict(napi_budget=7), dict(napi_budget=64, hz=1000),
+                                 dict(gro_flush_timeout=1_000_000),
+                                 dict(napi_budget=64, gro_flush_timeout=3_000_000, hz=1000),
+                                 dict(napi_budget=2, fraglist=True)])
+@pytest.mark.parametrize("annotate", [True, False])
+def test_compiled_budget_and_timeout_pcapng_output_match_python(cfg, annotate):
+    pkts = rule_traffic(len(cfg) * 11 + annotate, 4, 2000, p6=0.3, shapes=True)
+    data = _pcap(pkts)
+    for chunk in (1 << 22, 9000):
+        c_out, c_st, blocks = run_ng(data, True, chunk, annotate, **cfg)
+        p_out, p_st, none = run_ng(data, False, chunk, annotate, **cfg)
+        assert blocks > 0 and none == 0
+        assert (c_out, c_st) == (p_out, p_st)
+
+
+def _bulk(n, gap_every=0, gap=2_000_000):
+    """A bulk TCP flow (1448-byte segments 1 us apart, an ACK every 10th),
+    with an arrival gap of ``gap`` ns every ``gap_every`` segments."""
+    f = Flow(4, ipid="inc")
+    back = Flow(4, src=f.dst, dst=f.src, sport=f.dport, dport=f.sport, ipid="inc")
+    pkts, ts = [], T0
+    for k in range(n):
+        ts += US + (gap if gap_every and k % gap_every == gap_every - 1 else 0)
+        pkts.append(f.pkt(k * 1448, 1448, ACK, ts=ts))
+        if k % 10 == 9:
+            pkts.append(back.pkt(0, 0, ACK, ts=ts, ack_off=k * 1448))
+    return pkts
+
+
+@pytest.mark.parametrize("cfg", [dict(napi_budget=64), dict(napi_budget=64, hz=1000),
+                                 dict(napi_budget=7, hz=100), dict(napi_budget=1),
+                                 dict(gro_flush_timeout=1_000_000),
+                                 dict(gro_flush_timeout=1_999_999, hz=100),
+                                 dict(napi_budget=64, gro_flush_timeout=1_000_000, hz=1000)])
+def test_budget_and_flush_timeout_stay_in_the_compiled_loop(cfg):
+    # issue 16: the loop runs these NAPI modes itself, across chunks
+    # (polls of 150 segments 2 ms apart)
+    pkts = _bulk(2000, gap_every=150)
+    data = _pcap(pkts)
+    for chunk in (1 << 22, 20000):
+        out, st, runs, pys = _calls(data, chunk, **cfg)
+        assert pys == 0 and runs == (1 if chunk > len(data) else len(data) // chunk + 1)
+        assert (out, st) == run(data, False, chunk, **cfg)[:2]
+    assert general(pkts, **cfg) == (out, st)
+    fl = st["flush_reasons"]
+    if cfg.get("napi_budget", 0) > 1:
+        assert fl["budget"] > 0
+    if cfg.get("gro_flush_timeout"):
+        assert fl["flush_timeout"] > 0
+
+
+@pytest.mark.parametrize("cfg,back", [(dict(napi_budget=64, hz=1000), True),
+                                      (dict(napi_budget=64), True),
+                                      (dict(napi_budget=7, gro_flush_timeout=1_000_000), True),
+                                      (dict(gro_flush_timeout=1_000_000, hz=1000), True),
+                                      (dict(gro_flush_timeout=10_000_000, hz=100), False)])
+def test_budget_and_timeout_hand_back_at_poll_starts(cfg, back):
+    # segments with IPv4 options (the Python engine's) now and then, in
+    # polls of 150 bulk segments 1.5 ms apart: the loop takes over again at
+    # a poll start where the Python engine then holds nothing.  A timeout
+    # longer than the gaps leaves the young aggregate held at every poll
+    # end (old-only flush): the Python engine goes on to the end, exactly
+    pkts = _bulk(3000, gap_every=150, gap=1_500_000)
+    for k in range(100, len(pkts), 700):
+        p = pkts[k]
+        if parse(p).payload_len:
+            q = Flow(4, src="10.77.0.1", ipid="inc").pkt(k, 100, ACK, ts=p.ts, ip_options=IPOPT)
+            pkts[k] = q
+    data = _pcap(pkts)
+    out, st, runs, pys = _calls(data, **cfg)
+    assert pys >= 1
+    assert (runs >= 2) == back
+    assert (out, st) == run(data, False, **cfg)[:2]
+    assert general(pkts, **cfg) == (out, st)
+
+
+def test_in_poll_carried_to_the_python_engine():
+    # 320 segments in one poll, budget 64: the loop counts the poll's
+    # packets; the fifth budget flush is the Python engine's at the end of
+    # input (GROEngine._end), which sees the loop's count
+    pkts = [p for p in _bulk(320) if parse(p).payload_len]
+    data = _pcap(pkts)
+    for chunk in (1 << 22, 30000):
+        out, st, runs, pys = _calls(data, chunk, napi_budget=64)
+        assert pys == 0
+        assert (out, st) == run(data, False, chunk, napi_budget=64)[:2]
+        # 45 segments of 1448 reach 65536: two aggregates per poll
+        assert st["flush_reasons"] == {"budget": 5, "size_limit": 5}
+

@@ -15,21 +15,24 @@ it holds nothing itself, the loop stops at the first record it does not
 handle (see ``_native.c`` for which), and the aggregates it holds then are
 handed over as :class:`pcapgro.gro.seg.Agg` objects
 (:meth:`CEngine.release`, ``GROEngine.adopt``), so the Python engine
-continues exactly where it stopped; at a poll end (where every held
-packet is completed) the loop may take over again: at the first one before
-``MIN_RUN`` records in a row it handles (:meth:`CEngine.scan`), so traffic
-it mostly does not take is handed over once, not once per packet.  Same output, statistics
-and GRO state as the Python paths (tests/test_gro_cfast.py).
+continues exactly where it stopped; at a poll start after an arrival gap
+where the Python engine then holds nothing (:func:`poll_start`) the loop
+may take over again: at the first one before ``MIN_RUN`` records in a row
+it handles (:meth:`CEngine.scan`), so traffic it mostly does not take is
+handed over once, not once per packet.  Same output, statistics and GRO
+state as the Python paths (tests/test_gro_cfast.py).
 
 Used when the input is classic pcap and the output either classic pcap
 of the input's byte order and resolution (``GROEngine.raw_out``, no
 annotations) or pcapng (``GROEngine.ng_out``: the loop writes the EPBs,
 with the comments, TSO flag and restore records of annotated output, as
 :class:`RawBlocks`; ``pcapgro/_annotate.h``), and the configuration is one
-the loop models: standard or fraglist GRO (fraglist: no local sockets), no NAPI budget,
-gro_flush_timeout 0.  An aggregate handed over carries the restore rows of
-what the loop merged (``Agg.rows0``).  ``PCAPGRO_NO_C=1`` in the
-environment turns it off.
+the loop models: standard or fraglist GRO (fraglist: no local sockets), the
+gap poll model, with or without a NAPI budget and gro_flush_timeout.  An
+aggregate handed over carries the restore rows of what the loop merged
+(``Agg.rows0``).  The poll count (``GROEngine.in_poll``) goes to the loop
+and back with each run.  ``PCAPGRO_NO_C=1`` in the environment turns it
+off.
 """
 
 import os
@@ -43,7 +46,8 @@ try:  # the extension is optional (no C compiler at install time)
 except ImportError:          # pragma: no cover - depends on the build
     _native = None
 
-__all__ = ["available", "usable", "CEngine", "FLUSH_CODES", "PASS_CODES", "LINKTYPES"]
+__all__ = ["available", "usable", "poll_start", "CEngine", "FLUSH_CODES", "PASS_CODES",
+           "LINKTYPES"]
 
 # the link types the loop walks (linklayer.network_layer's): EN10MB, Linux
 # cooked v1 and v2, raw IP (RAW, the two DLT_RAW numbers, IPV4, IPV6)
@@ -72,9 +76,40 @@ def usable(cfg):
     loop models (see the module doc)."""
     return (available() and cfg.compiled
             and not (cfg.fraglist and cfg.local_ports)
-            and not cfg.napi_budget and not cfg.gro_flush_timeout
             and cfg.hash in ("flow", "none") and cfg.csum in ("valid", "kernel")
             and 1 <= cfg.gro_max_size <= 0x7FFFFFFF and cfg.hz > 0)
+
+
+def poll_start(eng, ts):
+    """End the NAPI poll of GROEngine ``eng`` before the packet at ``ts``
+    (ns; a poll start: an arrival gap after ``eng.last_ts``) as its Python
+    paths would (``_polls``, ``_loop_budget``: the budget flush when the
+    poll took ``napi_budget`` packets, else the poll end), but only when
+    that leaves nothing held, so the compiled loop can take over there;
+    True then.  Else nothing is done and False returned: the Python paths
+    go on and end that poll themselves (ending it here as well would flush
+    twice: a budget end followed by a gap's poll end).  An old-only flush
+    (the budget's with hz >= 1000, a poll end's with gro_flush_timeout)
+    leaves the packets held in the current jiffy."""
+    if not eng.flows:
+        return True
+    cfg = eng.cfg
+    last = eng.last_ts
+    now = last // eng.jiffy_ns
+    young = any(agg.age == now for agg in eng.flows.values())
+    if cfg.napi_budget and eng.in_poll == cfg.napi_budget:
+        old_only = cfg.hz >= 1000
+        if old_only and young:
+            return False
+        eng.flush(Flush.BUDGET, last, old_only)
+    else:
+        timeout = cfg.gro_flush_timeout
+        if timeout and young and not ts - last > timeout:
+            return False
+        eng.poll_end(last, ts, timeout)
+    if cfg.napi_budget:
+        eng.in_poll = 0
+    return True
 
 
 class CEngine:
@@ -97,7 +132,10 @@ class CEngine:
                               jiffy_ns=1_000_000_000 // cfg.hz, verify=cfg.verify_csum,
                               csum_valid=cfg.csum == "valid", hash_flow=cfg.hash == "flow",
                               vlan=cfg.vlan_gro, udp_gro=cfg.udp == "gro",
-                              fraglist=cfg.fraglist, **ng)
+                              fraglist=cfg.fraglist,
+                              gro_flush_timeout=min(cfg.gro_flush_timeout, 1 << 62),
+                              napi_budget=cfg.napi_budget, budget_old_only=cfg.hz >= 1000,
+                              **ng)
 
     @property
     def held(self):
@@ -106,16 +144,18 @@ class CEngine:
 
     def run(self, eng, lb, start=0):
         """GRO over records ``start..`` of RecordChunk ``lb`` for GROEngine
-        ``eng`` (its ``last_ts``, ``last_out_ts``, ``stats`` and ``out``
+        ``eng`` (its ``last_ts``, ``in_poll``, ``last_out_ts``, ``stats`` and ``out``
         are updated; the records handed up are appended to ``eng.out`` as
         one :class:`RawRecords`).  Returns the index of the first record not
         taken (``len(lb)`` when all were)."""
         st = eng.stats
         last = eng.last_ts
+        self.c.in_poll = eng.in_poll          # the NAPI poll goes on
         k, data, n, maxcap, last_ts, have, last_out, nbytes = self.c.run(
             lb.buf, lb.recs, start, st.packets - start, lb.mul, lb.byteorder != _NATIVE,
             last if last is not None else 0, last is not None, eng.last_out_ts, lb.linktype)
         self.linktype = lb.linktype
+        eng.in_poll = self.c.in_poll
         st.packets += k - start
         if have:
             eng.last_ts = last_ts
@@ -161,7 +201,9 @@ class CEngine:
     def release(self, eng):
         """Hand every aggregate the loop holds to GROEngine ``eng`` (its
         ``flows`` and ``buckets``, in bucket order), as the Python engine
-        would hold them; the loop then holds nothing."""
+        would hold them; the loop then holds nothing.  ``eng.in_poll``
+        (the NAPI poll's packet count) is left as it is: :meth:`run` has
+        given it back already."""
         if not self.c.held:
             return
         valid = self.cfg.csum == "valid"     # sums are only used for that

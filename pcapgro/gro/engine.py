@@ -255,9 +255,9 @@ class GROEngine(NAPI):
             self._chunk_py(lb.part(i, g))
             if g == n:
                 return
-            if self.flows:
-                # what _polls does before the poll that starts at g
-                self.poll_end(self.last_ts, ts[g], self.cfg.gro_flush_timeout)
+            # what the reference path does before the poll that starts at
+            # g, when that leaves nothing held (else it goes on from g)
+            cfast.poll_start(self, ts[g])
             i = g
 
     def _chunk_py(self, lb):
