@@ -23,23 +23,17 @@ Library layout (the CLI in :mod:`pcapgro.cli` only parses options):
 
 __version__ = "0.1.0"
 
-import types as _types
-
-from . import verify as _verify_module
 from .jobs import merge, split, Report
-from .jobs import verify as _verify_job
 
 __all__ = ["merge", "split", "verify", "Report", "__version__"]
 
 
-class _CallableModule(_types.ModuleType):
-    """The module :mod:`pcapgro.verify`, callable as the library's
-    :func:`pcapgro.jobs.verify` (so ``pcapgro.verify(IN, OUT)`` and
-    ``from pcapgro import verify`` both keep working)."""
-
-    def __call__(self, in_path, out_path, csum="valid", progress=None):
-        return _verify_job(in_path, out_path, csum, progress)
-
-
-_verify_module.__class__ = _CallableModule
-verify = _verify_module
+def __getattr__(name):
+    """``pcapgro.verify``: the module :mod:`pcapgro.verify` (callable as
+    :func:`pcapgro.jobs.verify`: it makes itself so), imported when first
+    asked for: merge and split do not need it, and importing it (tshark
+    runner, hashlib, subprocess, ...) was ~20 ms of every command's start-up."""
+    if name == "verify":
+        import importlib
+        return importlib.import_module(".verify", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
