@@ -10,13 +10,20 @@ times, in the same run, ``editcap -F pcap`` copying the generated capture
 (outputs on /dev/shm).  Prints the median of ``--repeat`` runs of each,
 packets/s of output, the ratio to editcap and peak RSS.
 
+With ``--input CAPTURE`` (a classic pcap, e.g. a real capture made by
+``bench/real_capture.py``) that capture is the output-sized one instead:
+it is merged once (cached beside it as ``<name>-merged.pcap`` /
+``-merged.pcapng``) and the last ``split --restore`` output is compared
+with it byte for byte.
+
 Usage:
-    python3 bench/bench_split.py [--packets N] [--repeat R] [--no-c]
+    python3 bench/bench_split.py [--packets N | --input CAPTURE] [--repeat R] [--no-c]
 """
 
 from __future__ import annotations
 
 import argparse
+import filecmp
 import os
 import shutil
 import statistics
@@ -33,17 +40,22 @@ def main():
     ap.add_argument("--packets", type=int, default=500_000)
     ap.add_argument("--repeat", type=int, default=5, help="runs per command (median kept)")
     ap.add_argument("--no-c", action="store_true", help="PCAPGRO_NO_C=1 for the split runs")
+    ap.add_argument("--input", metavar="CAPTURE",
+                    help="classic pcap to use as the output-sized capture (default: generated)")
     a = ap.parse_args()
-    cache = os.path.join(tempfile.gettempdir(), f"pcapgro-bench-{a.packets}-ms.pcap")
-    if not os.path.exists(cache):
-        bench.generate(cache, a.packets, "ms")
+    if a.input:
+        cache = a.input
+    else:
+        cache = os.path.join(tempfile.gettempdir(), f"pcapgro-bench-{a.packets}-ms.pcap")
+        if not os.path.exists(cache):
+            bench.generate(cache, a.packets, "ms")
     n = bench.count_packets(cache)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     pcapgro = [sys.executable, "-c",
                f"import sys; sys.path.insert(0, {repo!r}); from pcapgro.cli import main; main()"]
     merged = {}
     for ext in ("pcap", "pcapng"):
-        m = cache[:-5] + f"-merged.{ext}"
+        m = os.path.splitext(cache)[0] + f"-merged.{ext}"
         if not os.path.exists(m):
             subprocess.run(pcapgro + ["merge", "-q", cache, m], check=True)
         merged[ext] = m
@@ -76,6 +88,9 @@ def main():
                     raise SystemExit(f"{name}: exit status {rc}")
                 times[name].append(dt)
                 rss[name] = max(rss.get(name, 0), r)
+        if a.input:
+            same = filecmp.cmp(cache, os.path.join(outdir, "r.pcap"), shallow=False)
+            print(f"split --restore output {'is' if same else 'is NOT'} the input byte for byte")
     finally:
         shutil.rmtree(outdir, ignore_errors=True)
     ref = None

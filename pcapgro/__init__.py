@@ -25,37 +25,19 @@ Library layout (the CLI in :mod:`pcapgro.cli` only parses options):
 
 __version__ = "0.1.0"
 
-import types as _types
-
-from . import verify as _verify_module
 from .jobs import merge, split, Report
-from .jobs import verify as _verify_job
-from .jobs import calibrate as _calibrate_job
-from . import calibrate as _calibrate_module
 
 __all__ = ["merge", "split", "verify", "calibrate", "Report", "__version__"]
 
 
-class _CallableModule(_types.ModuleType):
-    """The module :mod:`pcapgro.verify`, callable as the library's
-    :func:`pcapgro.jobs.verify` (so ``pcapgro.verify(IN, OUT)`` and
-    ``from pcapgro import verify`` both keep working)."""
-
-    def __call__(self, in_path, out_path, csum="valid", progress=None):
-        return _verify_job(in_path, out_path, csum, progress)
-
-
-_verify_module.__class__ = _CallableModule
-verify = _verify_module
-
-
-class _CallableCalibrate(_types.ModuleType):
-    """The module :mod:`pcapgro.calibrate`, callable as the library's
-    :func:`pcapgro.jobs.calibrate`."""
-
-    def __call__(self, wire, received, *, max_merges=None, **options):
-        return _calibrate_job(wire, received, max_merges=max_merges, **options)
-
-
-_calibrate_module.__class__ = _CallableCalibrate
-calibrate = _calibrate_module
+def __getattr__(name):
+    """``pcapgro.verify`` and ``pcapgro.calibrate``: the modules
+    :mod:`pcapgro.verify` and :mod:`pcapgro.calibrate` (callable as
+    :func:`pcapgro.jobs.verify` / :func:`pcapgro.jobs.calibrate`: each makes
+    itself so), imported when first asked for: merge and split need
+    neither, and importing them (tshark runner, hashlib, subprocess, the
+    agreement and fit code) was ~20 ms of every command's start-up."""
+    if name in ("verify", "calibrate"):
+        import importlib
+        return importlib.import_module("." + name, __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -507,6 +507,104 @@ done:
     return r;
 }
 
+/* a record engine.GSOSplitter._fast_small_tcp4 passes unchanged with
+ * flow state: untagged Ethernet / IPv4 (no options, not a fragment) / TCP
+ * with payload, no SYN, captured in full, IP length the frame's, at most
+ * the MTU and at most the segment size a SYN's MSS option (the peer's,
+ * else its own) or --mss sets; its checksum, with `complete`, not a seed
+ * (nor the IPv4 header checksum 0): the general path completes those.
+ * Copied to ch->out with its flow's largest payload raised (the flow
+ * added when new); 1, 0 when not one (nothing changed), -1 with an
+ * exception */
+static int
+small_tcp4(struct chunk *ch, const unsigned char *rec, const unsigned char *d, uint32_t cap,
+           uint32_t orig)
+{
+    if (cap != orig || cap < 54 || d[12] != 0x08 || d[13] != 0x00 || d[14] != 0x45
+            || d[23] != 6)
+        return 0;
+    Py_ssize_t tot = ((Py_ssize_t)d[16] << 8) | d[17], thl = (Py_ssize_t)(d[46] >> 4) << 2;
+    if ((((unsigned)d[20] << 8 | d[21]) & 0x3FFF) || tot + 14 != (Py_ssize_t)cap
+            || tot > ch->mtu || thl < 20 || tot < 20 + thl || (d[47] & 0x02))
+        return 0;
+    Py_ssize_t P = tot - 20 - thl;
+    if (P <= 0)
+        return 0;
+    if (ch->complete) {
+        uint64_t seed = 6;
+        for (int k = 26; k < 34; k += 2)
+            seed += ((unsigned)d[k] << 8) | d[k + 1];
+        unsigned field = ((unsigned)d[50] << 8) | d[51];
+        if (field == fold_seed(seed + (uint64_t)(tot - 20)) || field == fold_seed(seed)
+                || !(d[24] | d[25]))
+            return 0;               /* a seed to complete: the general path */
+    }
+    PyObject *key = flow_key(ch, d, 0);
+    if (key == NULL)
+        return -1;
+    int r = -1;
+    PyObject *fl = PyDict_GetItemWithError(ch->flows, key);
+    if (fl == NULL && PyErr_Occurred())
+        goto done;
+    if (ch->cfg_mss) {
+        if (P > ch->cfg_mss) {
+            r = 0;
+            goto done;
+        }
+    } else {
+        Py_ssize_t opt = thl - 20;
+        PyObject *pk = flow_key(ch, d, 1);
+        if (pk == NULL)
+            goto done;
+        PyObject *peer = PyDict_GetItemWithError(ch->flows, pk);
+        Py_DECREF(pk);
+        if (peer == NULL && PyErr_Occurred())
+            goto done;
+        long ps = peer ? flow_attr(peer, "syn_mss") : 0;
+        long fs = fl ? flow_attr(fl, "syn_mss") : 0;
+        if ((ps < 0 || fs < 0) && PyErr_Occurred())
+            goto done;
+        if ((peer && ps - opt >= TCP_MIN_GSO_SIZE && P > ps - opt)
+                || (!(peer && ps - opt >= TCP_MIN_GSO_SIZE) && fl && fs - opt >= TCP_MIN_GSO_SIZE
+                    && P > fs - opt)) {
+            r = 0;                  /* to be cut: the general path */
+            goto done;
+        }
+    }
+    if (fl == NULL) {
+        PyObject *nf = PyObject_CallNoArgs(ch->flow_cls);
+        if (nf == NULL || PyDict_SetItem(ch->flows, key, nf) < 0) {
+            Py_XDECREF(nf);
+            goto done;
+        }
+        fl = nf;
+        Py_DECREF(nf);              /* the dict holds it */
+    }
+    long lg = flow_attr(fl, "largest");
+    if (lg < 0 && PyErr_Occurred())
+        goto done;
+    if (P > lg) {
+        PyObject *v = PyLong_FromSsize_t(P);
+        if (v == NULL || PyObject_SetAttrString(fl, "largest", v) < 0) {
+            Py_XDECREF(v);
+            goto done;
+        }
+        Py_DECREF(v);
+    }
+    if (room(ch, 16 + cap) < 0)
+        goto done;
+    memcpy(PyByteArray_AS_STRING(ch->out) + ch->used, rec, 16 + cap);
+    ch->used += 16 + cap;
+    ch->nrec++;
+    ch->npassed++;
+    if ((Py_ssize_t)cap > ch->maxcap)
+        ch->maxcap = cap;
+    r = 1;
+done:
+    Py_DECREF(key);
+    return r;
+}
+
 /* a record's time in ns (RecordChunk.columns: sec * 1e9 + fraction * mul) */
 static inline long long
 rec_time(const unsigned char *h, int swap, long long mul)
@@ -522,7 +620,9 @@ PyDoc_STRVAR(split_chunk_doc,
 "from index ``start`` that split handles without a\n"
 "Packet, appended to bytearray ``out`` as pcap records (``swap``: headers\n"
 "in the other byte order; ``mul``: ns per fraction unit): those\n"
-"pcapgro/gso/engine.py passes with no flow state are copied, untagged\n"
+"pcapgro/gso/engine.py passes with no flow state are copied, and so are\n"
+"the data segments it passes with flow state only (_fast_small_tcp4: no\n"
+"larger than the MTU and the segment size; the flow's largest raised), untagged\n"
 "Ethernet / IPv4 / TCP super-frames with a known next time (not the\n"
 "chunk's last record) are cut as the general path (the Python reference,\n"
 "engine.GSOSplitter.split) cuts them:\n"
@@ -582,6 +682,13 @@ split_chunk(PyObject *self, PyObject *args)
             ch.last_ts = ts;
             if ((Py_ssize_t)cap > ch.maxcap)
                 ch.maxcap = cap;
+            continue;
+        }
+        int sm = small_tcp4(&ch, buf + r, d, cap, orig);
+        if (sm < 0)
+            goto fail;
+        if (sm) {
+            ch.last_ts = ts;
             continue;
         }
         if (i + 1 >= n)

@@ -31,6 +31,7 @@
 #define TAG "pcapgro-restore v1 "
 #define MAX_HDR 512                 /* header bytes a record may give back */
 #define PCAP_TS_END 4294967296000000000LL     /* 2**32 s in ns */
+#define IN_POSITION (-1LL)          /* a run's index: wherever the next one is */
 
 /* CRC-32 (zlib's) by slicing-by-8: crc_table[k][b] is the CRC of byte b
  * followed by k zero bytes (the byte-wise loop was 2/3 of restore()) */
@@ -92,14 +93,24 @@ digits(const char *p, Py_ssize_t n)
     return v;
 }
 
+/* hex_table[c]: the value of lowercase hex digit c, else -1 (upper case is
+ * not what merge writes) */
+static signed char hex_table[256];
+
+static void
+hex_init(void)
+{
+    memset(hex_table, -1, sizeof hex_table);
+    for (int c = 0; c < 10; c++)
+        hex_table['0' + c] = (signed char)c;
+    for (int c = 0; c < 6; c++)
+        hex_table['a' + c] = (signed char)(10 + c);
+}
+
 static int
 hexval(char c)
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;                      /* upper case is not what merge writes */
+    return hex_table[(unsigned char)c];
 }
 
 /* lowercase hex p[0:n] (n even, > 0, at most 2 * room bytes) into o;
@@ -109,9 +120,10 @@ unhex(const char *p, Py_ssize_t n, unsigned char *o, Py_ssize_t room)
 {
     if (n < 2 || n & 1 || n / 2 > room)
         return -1;
+    const unsigned char *q = (const unsigned char *)p;
     for (Py_ssize_t k = 0; k < n; k += 2) {
-        int a = hexval(p[k]), b = hexval(p[k + 1]);
-        if (a < 0 || b < 0)
+        int a = hex_table[q[k]], b = hex_table[q[k + 1]];
+        if ((a | b) < 0)
             return -1;
         o[k / 2] = (unsigned char)(a << 4 | b);
     }
@@ -421,8 +433,8 @@ restore_core(const unsigned char *d, Py_ssize_t n, unsigned long orig, int lt, c
         goto none;
     /* packets: the first, and one per s= row (rows = semicolons + 1) */
     Py_ssize_t npk = 2;
-    for (const char *q = te; q < e; q++)
-        npk += *q == ';';
+    for (const char *q = te; (q = memchr(q, ';', e - q)) != NULL; q++)
+        npk++;
     /* room: each packet's record header and header block (at most
      * MAX_HDR), and the payloads, which add up to at most the frame */
     Py_ssize_t size = te == e ? 16 + n : npk * (16 + MAX_HDR) + n;
@@ -505,6 +517,37 @@ starts(const unsigned char *p, Py_ssize_t n, const char *tag)
     return n >= k && !memcmp(p, tag, k);
 }
 
+/* 1 when p[0:n] is plain ASCII without NUL bytes (8 bytes at a time) */
+static int
+plain_ascii(const unsigned char *p, Py_ssize_t n)
+{
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    Py_ssize_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        uint64_t w;
+        memcpy(&w, p + k, 8);
+        if ((w & highs) || ((w - ones) & ~w & highs))
+            return 0;
+    }
+    for (; k < n; k++)
+        if (p[k] >= 0x80 || p[k] == 0)
+            return 0;
+    return 1;
+}
+
+/* 1 when p[0:n] holds " h=" (a full record) */
+static int
+has_h(const unsigned char *p, Py_ssize_t n)
+{
+    const unsigned char *e = p + n;
+    while ((p = memchr(p, ' ', e - p)) != NULL) {
+        if (e - p >= 3 && p[1] == 'h' && p[2] == '=')
+            return 1;
+        p++;
+    }
+    return 0;
+}
+
 /* the options of an EPB (o..oe): the comments and flags Restorer._fast
  * takes (1 or 2 comments, the last a record in ASCII, an earlier one the
  * merge's note; no flags but TSO on a full record; nothing else): 1 and
@@ -537,13 +580,9 @@ epb_options(const unsigned char *o, const unsigned char *oe, int big, const char
     if (nc < 1 || nc > 2 || !starts(c[nc - 1], cn[nc - 1], TAG))
         return 0;
     const unsigned char *r = c[nc - 1];
-    int full = 0;
-    for (Py_ssize_t k = 0; k < cn[nc - 1]; k++) {
-        if (r[k] >= 0x80 || r[k] == 0)
-            return 0;               /* not plain ASCII: the Python path */
-        if (k + 3 <= cn[nc - 1] && r[k] == ' ' && r[k + 1] == 'h' && r[k + 2] == '=')
-            full = 1;
-    }
+    if (!plain_ascii(r, cn[nc - 1]))
+        return 0;                   /* the Python path */
+    int full = has_h(r, cn[nc - 1]);
     if (nc == 2 && !starts(c[0], cn[0], full ? AGG_TAG : MOVED_TAG))
         return 0;
     if (nflags && (!full || (flags & ~0x800u)))
@@ -551,6 +590,22 @@ epb_options(const unsigned char *o, const unsigned char *oe, int big, const char
     *rec = (const char *)r;
     *rn = cn[nc - 1];
     return 1;
+}
+
+/* a packet without options (so without a restore record: merge wrote it
+ * in its input position, Restorer._packet gives it out as it is, after
+ * everything before): the answer of restore_core() for it, its one run at
+ * input index IN_POSITION (the index place() gives it), or NULL */
+static PyObject *
+in_position(const unsigned char *d, uint32_t cl, uint32_t ol, long long ts)
+{
+    PyObject *buf = PyByteArray_FromStringAndSize(NULL, 16 + (Py_ssize_t)cl);
+    if (buf == NULL)
+        return NULL;
+    put_record((unsigned char *)PyByteArray_AS_STRING(buf), ts, d, cl, NULL, 0, ol);
+    return Py_BuildValue("([(LnNnnn)]nLL)", (long long)IN_POSITION, (Py_ssize_t)1, buf,
+                         (Py_ssize_t)0, 16 + (Py_ssize_t)cl, (Py_ssize_t)cl, (Py_ssize_t)1,
+                         ts, ts);
 }
 
 /* one EPB at buf[pos:end] restored as Restorer._fast would: the item
@@ -571,7 +626,7 @@ walk_epb(PyObject *bufo, Py_ssize_t pos, Py_ssize_t end, const char *bo, PyObjec
     uint32_t lo = rd32(buf + pos + 16, big), cl = rd32(buf + pos + 20, big);
     uint32_t ol = rd32(buf + pos + 24, big);
     Py_ssize_t s = pos + 28, oe = s + (((Py_ssize_t)cl + 3) & ~(Py_ssize_t)3);
-    if (oe > e - 4 || oe == e - 4 || (Py_ssize_t)iface >= PyList_GET_SIZE(ifs))
+    if (oe > e - 4 || (Py_ssize_t)iface >= PyList_GET_SIZE(ifs))
         Py_RETURN_NONE;
     PyObject *f = PyList_GET_ITEM(ifs, iface);
     if (!PyTuple_Check(f) || PyTuple_GET_SIZE(f) < 4 || PyTuple_GET_ITEM(f, 3) != Py_None)
@@ -590,9 +645,17 @@ walk_epb(PyObject *bufo, Py_ssize_t pos, Py_ssize_t end, const char *bo, PyObjec
     long long ts = (long long)ticks * mul + off;
     const char *rec;
     Py_ssize_t rn;
-    if (!epb_options(buf + oe, buf + e - 4, big, &rec, &rn))
-        Py_RETURN_NONE;
-    PyObject *r = restore_core(buf + s, cl, ol, (int)lt, rec, rn);
+    PyObject *r;
+    if (oe == e - 4) {
+        /* no options: no record, written by merge in its input position */
+        if (ts < 0 || ts >= PCAP_TS_END)
+            Py_RETURN_NONE;         /* the writer's error: the Python path */
+        r = in_position(buf + s, cl, ol, ts);
+    } else {
+        if (!epb_options(buf + oe, buf + e - 4, big, &rec, &rn))
+            Py_RETURN_NONE;
+        r = restore_core(buf + s, cl, ol, (int)lt, rec, rn);
+    }
     if (r == NULL || r == Py_None)
         return r;
     PyObject *item = Py_BuildValue("(NlLlOnns)", r, (long)iface, ts, lt, bufo, pos, e, bo);
@@ -606,8 +669,11 @@ PyDoc_STRVAR(walk_doc,
 "PcapngReader's epb_hook (Restorer.reader_hook): from ``pos`` of the chunk\n"
 "``buf`` (bytes, blocks up to ``end``, section byte order ``byteorder``,\n"
 "the reader's interfaces ``ifs``), each Enhanced Packet Block whose\n"
-"restore record the compiled restore takes (what Restorer._fast takes)\n"
-"is restored and appended to list ``out`` as a tuple ((runs, n, tmin,\n"
+"restore record the compiled restore takes (what Restorer._fast takes),\n"
+"and each one without options (no record: a packet merge wrote in its\n"
+"input position; its one run's index is -1, wherever the next one is:\n"
+"place() gives it the next index, Restorer._fits_now declines it), is\n"
+"restored and appended to list ``out`` as a tuple ((runs, n, tmin,\n"
 "tmax), iface, ts, linktype, buf, block start, block end, byteorder)\n"
 "instead of a Packet (the block's place, to read it as a Packet after\n"
 "all: pcapng.epb_packet).  Stops at the first block it does not take\n"
@@ -779,6 +845,7 @@ close_part(struct placed *p)
     return 0;
 }
 
+/* run given out next (at p->nxt: its index, or IN_POSITION) */
 static int
 emit(struct placed *p, PyObject *run)
 {
@@ -787,6 +854,8 @@ emit(struct placed *p, PyObject *run)
     Py_ssize_t len, mx;
     if (run_fields(run, &k, &c, &d, &len, &mx) < 0)
         return -1;
+    if (k == IN_POSITION)
+        k = p->nxt;
     PyObject *b = PyTuple_GET_ITEM(run, 2);
     Py_ssize_t a = d - PyByteArray_AS_STRING(b);
     if (p->cur != b || p->cur_b != a) {
@@ -848,6 +917,13 @@ place_item(struct placed *p, PyObject *it, PyObject *held, PyObject *spans, long
     for (Py_ssize_t q = 0; q < nr; q++) {
         if (run_fields(PyList_GET_ITEM(runs, q), &k, &c, &d, &len, &mx) < 0)
             return -1;
+        if (k == IN_POSITION) {
+            /* Restorer._packet: after everything known so far, which has
+             * all been given out (else Python catches up: _drain) */
+            if (nr != 1 || c != 1 || PyList_GET_SIZE(held))
+                return 0;
+            continue;
+        }
         int f = indexes_free(held, p->nxt, k, c);
         if (f <= 0)
             return f;
@@ -863,7 +939,7 @@ place_item(struct placed *p, PyObject *it, PyObject *held, PyObject *spans, long
         PyObject *run = PyList_GET_ITEM(runs, q);
         if (run_fields(run, &k, &c, &d, &len, &mx) < 0)
             return -1;
-        if (k == p->nxt) {
+        if (k == p->nxt || k == IN_POSITION) {
             if (emit(p, run) < 0)
                 return -1;
             continue;
@@ -895,7 +971,9 @@ PyDoc_STRVAR(place_doc,
 "run tuples (index, count, buf, start, end, maxcap) placed ahead of it,\n"
 "sorted by index (changed in place), ``spans`` the Restorer's (lo, hi) ns\n"
 "per interface.  Stops at the first item the Python path must place\n"
-"(times its interface cannot hold, indexes already given out or held).\n"
+"(times its interface cannot hold, indexes already given out or held, a\n"
+"packet in its input position (index -1) while runs are held: the\n"
+"caller must not call it while Restorer._cut holds aggregates).\n"
 "Returns where it stopped, the new ``nxt``, the records given out in\n"
 "input order (host byte order, ns: HostRecords) as a list of the run\n"
 "buffers' bytearrays or memoryviews of them (not copied), or None, how\n"
@@ -1110,5 +1188,6 @@ PyMODINIT_FUNC
 PyInit__restore(void)
 {
     crc_init();
+    hex_init();
     return PyModule_Create(&module);
 }

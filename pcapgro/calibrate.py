@@ -34,6 +34,8 @@ import itertools
 import math
 import shlex
 import struct
+import sys
+import types
 from typing import NamedTuple
 
 from .agreement import Agreement, _joins, flow_view, merge_packets, read_packets, trace
@@ -556,3 +558,16 @@ def calibrate(wire, received, *, max_merges=MAX_MERGES, models=("gap", "work"),
     rows, total = _unexplained(fit)
     return Calibration(True, None, model, opts, detected, agreement, default, sens, rows,
                        total, fit.merges)
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as the library's :func:`pcapgro.jobs.calibrate`
+    (so ``pcapgro.calibrate(WIRE, RECEIVED)`` and ``from pcapgro import
+    calibrate`` both work; pcapgro imports this module only when asked)."""
+
+    def __call__(self, wire, received, *, max_merges=None, **options):
+        from .jobs import calibrate as job
+        return job(wire, received, max_merges=max_merges, **options)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1038,7 +1038,8 @@ class Restorer:
         say.  Gives out what can go now (HostRecords, Packets, blocks)."""
         j, n = 0, len(items)
         while j < n:
-            if self._place is not None and not self._before and self._to_held():
+            if (self._place is not None and not self._before and not self._cut
+                    and self._to_held()):
                 j, out = self._placed(items, j)
                 if out is not None:
                     yield out

@@ -27,6 +27,10 @@ new_buffer = _native.buffer if _native is not None else bytearray
 
 CHUNK = 1 << 22          # bytes per read() of the input: numpy per-chunk costs amortize
 FLUSH = 1 << 20          # bytes collected before one write() of the output
+# bytes per read() with direct_reads() (at most CHUNK): the compiled walk of
+# split --restore takes the whole chunk, which with the records it lays out
+# then stays in the CPU's L2 cache until written (4 MiB: ~10% more CPU time)
+DIRECT_CHUNK = 1 << 19
 
 # file object types whose readinto(b) is read(len(b)) copied into b
 _READINTO = (io.FileIO, io.BufferedReader, io.BufferedRandom, io.BytesIO)
@@ -77,8 +81,8 @@ class ByteSource:
         """From now on, when ``f`` is a plain file (``io.FileIO``) and the
         buffers are bytes, refill reads straight after the leftover
         (``pcapgro._restore.read_after``: no ``b"".join`` copy of each
-        chunk); nothing changes without the extension.  The same bytes
-        come back."""
+        chunk), ``min(CHUNK, DIRECT_CHUNK)`` bytes at a time; nothing changes without
+        the extension.  The same bytes come back."""
         if self._into or type(self.f) is not io.FileIO:
             return
         try:
@@ -123,7 +127,8 @@ class ByteSource:
         old = self.buf
         have = len(old) - pos
         try:
-            buf, got = read_after(fd, old, pos, max(CHUNK, need - have), need)
+            buf, got = read_after(fd, old, pos, max(min(CHUNK, DIRECT_CHUNK), need - have),
+                                  need)
         except OSError as e:
             raise UnusableInput(f"cannot read input: {e.strerror or e}") from None
         self.base += pos

@@ -59,6 +59,7 @@ def transform_batches(sp, batches):
     if not (sp.raw_out and cseg.available()):
         yield from _lists(sp.process(_flatten(batches)))
         return
+    cseg.keep_heap()
     st = _RawState(sp)
     try:
         for b in batches:

@@ -191,8 +191,8 @@ class GSOSplitter:
         """For the record path: ``f(i, rec) -> end``, which lays out into
         the :class:`~pcapgro.gso.cseg.RecordOut` ``rec`` the records of
         RecordChunk ``lb`` from ``i`` on that the compiled loop handles
-        (``split_chunk`` in pcapgro/_gso.c: pure ACKs and the like passed
-        verbatim, untagged Ethernet / IPv4 / TCP super-frames cut with the
+        (``split_chunk`` in pcapgro/_gso.c: pure ACKs and the like, and
+        data segments :meth:`_fast_small_tcp4` passes, copied verbatim, untagged Ethernet / IPv4 / TCP super-frames cut with the
         size :meth:`_tcp` would choose, the same bytes, statistics and
         flow state as :meth:`split`), stopping at the first record it does
         not (that one goes through :meth:`split`); None when it cannot be

@@ -71,7 +71,9 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 import time
+import types
 
 from ..errors import UnusableInput
 from .fields import TSHARK_PREFS, INSTALL_HINT, MAX_PROBLEMS, tshark_path, decode_as
@@ -234,3 +236,16 @@ def _compare_frames(a, b, v):
             extra = b.n_ts_back - len(b.ts_back)
             v.problems_total += extra
             v.by_kind["timestamp"] = v.by_kind.get("timestamp", 0) + extra
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable as the library's :func:`pcapgro.jobs.verify`
+    (so ``pcapgro.verify(IN, OUT)`` and ``from pcapgro import verify`` both
+    keep working; pcapgro imports this module only when asked for it)."""
+
+    def __call__(self, in_path, out_path, csum="valid", progress=None):
+        from ..jobs import verify as job
+        return job(in_path, out_path, csum, progress)
+
+
+sys.modules[__name__].__class__ = _CallableModule
