@@ -61,15 +61,15 @@ class Agreement:
         """A JSON-ready dict (counts; the first 20 extra/missing joins)."""
         return {"packets_wire": self.packets_wire, "packets_ours": self.packets_ours,
                 "packets_kernel": self.packets_kernel, "exact": self.exact,
-                "same_packets": self.same_packets, "extra_merges": len(self.extra),
-                "missing_merges": len(self.missing), "untraced": len(self.untraced), "lost": self.lost,
+                "same_packets": self.same_packets, "extra_joins": len(self.extra),
+                "missing_joins": len(self.missing), "untraced": len(self.untraced), "lost": self.lost,
                 "extra_at": self.extra[:20], "missing_at": self.missing[:20]}
 
     def line(self):
         """One line: packets out (ours / kernel), exact, joins extra/missing."""
         return (f"packets {self.packets_ours}/{self.packets_kernel} (ours/kernel), "
                 f"{'exact' if self.exact else 'not exact'}, "
-                f"merges extra {len(self.extra)}, missing {len(self.missing)}"
+                f"joins extra {len(self.extra)}, missing {len(self.missing)}"
                 + (f", untraced {len(self.untraced)}" if self.untraced else "")
                 + (f", lost {self.lost}" if self.lost else ""))
 
@@ -129,7 +129,8 @@ def trace(wire, out):
     wire packets of its flow, consecutive in that flow and not yet taken,
     joined give its payload (TCP: starting at its sequence number); wire
     packets the trace skips to find a match (lost before the receiver's
-    capture) are never taken.  Packets that are not TCP/UDP are matched to
+    capture) are never taken, nor is a wire packet without payload taken
+    into one with payload.  Packets that are not TCP/UDP are matched to
     the next wire packet of the same bytes."""
     flows = {}
     others = {}
@@ -167,7 +168,10 @@ def _take(ws, j, pay):
     got, idx = 0, []
     while j < len(ws):
         i, wp, _ = ws[j]
-        if pay[got:got + len(wp)] != wp or (got and not wp):
+        # a pure ACK (no payload) is never part of a packet that has one:
+        # it would be when earlier packets of the flow are lost and the ACK
+        # has the sequence number the packet starts at
+        if pay[got:got + len(wp)] != wp or (pay and not wp):
             break
         got += len(wp)
         idx.append(i)

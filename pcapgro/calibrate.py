@@ -7,7 +7,8 @@ model (``poll_model='work'``: ``poll_wake``, ``poll_rx_cost``,
 :func:`calibrate` takes a wire capture (what GRO got) and the receiver's
 capture of the same packets after its GRO, and finds the model and values
 whose merge agrees best with the receiver (:func:`pcapgro.agreement.compare`):
-fewest packets-out difference, then fewest joins extra + missing.
+fewest joins extra + missing, then fewest packets-out difference, both
+over the packets the receiver's capture holds (:meth:`_Fit.score`).
 
 Before fitting it checks that the receiver's capture can be a GRO result
 at all (:func:`check_received`): every received packet must be wire
@@ -39,7 +40,7 @@ import types
 from typing import NamedTuple
 
 from .agreement import Agreement, _joins, flow_view, merge_packets, read_packets, trace
-from .errors import OptionError
+from .errors import OptionError, UnusableInput
 from .jobs.options import CALIBRATE_OPTIONS, MERGE_OPTIONS, resolve
 from .linklayer import network_layer
 from .text import count, fit, num
@@ -56,6 +57,8 @@ WORK_FACTORS = (0.25, 1, 4)
 MAX_MERGES = 150
 REFINE = 12                 # poll gaps tried per refinement round
 _DEFAULTS = {o.name: o.default for o in MERGE_OPTIONS}
+# merge's NAPI timing options (what the fit sets)
+_TIMING = ("poll_gap", "poll_model") + WORK_PARAMS
 _TCP_END = 0x01 | 0x02 | 0x04 | 0x08 | 0x20      # FIN SYN RST PSH URG
 _CWR = 0x80
 _FLAG_NAMES = ((0x08, "PSH"), (0x01, "FIN"), (0x02, "SYN"), (0x04, "RST"), (0x20, "URG"))
@@ -84,6 +87,14 @@ class Calibration:
                      dicts {"kind": 'extra'|'missing', "wire_frames": [a, b],
                      "received_frames": [...]}; ``unexplained_total`` counts all.
         merges:      merges run.
+        budget_stopped: True: ``max_merges`` (``budget``) left settings
+                     untried (``merges`` counts the sensitivity's too).
+        no_gro:      True: RECEIVED has no aggregate at all (the receiver
+                     shows no GRO): only the gap model was fitted, to the
+                     poll gap that keeps packets alone.
+        udp_undetected: True: WIRE has UDP, RECEIVED no UDP aggregate and
+                     neither ``udp`` nor ``fraglist`` was given: UDP GRO
+                     was taken to be off (the report says to give it).
         status:      0 fitted (exact or not: ``agreement.exact``), 1 not a
                      GRO result (``explainable`` False).
     """
@@ -99,6 +110,10 @@ class Calibration:
     unexplained: list = field(default_factory=list)
     unexplained_total: int = 0
     merges: int = 0
+    budget_stopped: bool = False
+    budget: int = 0
+    no_gro: bool = False
+    udp_undetected: bool = False
 
     @property
     def status(self):
@@ -112,14 +127,15 @@ class Calibration:
     def to_dict(self, wire="WIRE", out="OUT"):
         """A JSON-ready dict (what ``--stats`` writes)."""
         if not self.explainable:
-            return {"result": "not_gro", "offending": self.offending}
+            return {"result": "not_gro", "offending": self.offending, "command": None}
         return {"result": "exact" if self.agreement.exact else "not_exact",
                 "model": self.model, "options": _json_options(self.options),
                 "detected": _json_options(self.detected),
                 "command": self.command(wire, out), "agreement": self.agreement.to_dict(),
                 "default_agreement": self.default.to_dict(), "sensitivity": self.sensitivity,
                 "unexplained": self.unexplained, "unexplained_total": self.unexplained_total,
-                "merges": self.merges}
+                "merges": self.merges, "budget_stopped": self.budget_stopped,
+                "no_gro": self.no_gro}
 
     def lines(self, wire="WIRE", out="OUT"):
         """What ``pcapgro calibrate`` prints (list of str, wrapped at 80
@@ -130,14 +146,24 @@ class Calibration:
         head = [f"model: {self.model} ({count(self.merges, 'merge')})",
                 f"  {self.command(wire, out)}"]
         body = [f"agreement: {a.line()}", f"  default timing: {d.line()}"]
+        if self.no_gro:
+            body.insert(0, "RECEIVED shows no GRO: no received packet is an aggregate (GRO off "
+                           "at the receiver, or it merged nothing); only the poll gap that keeps "
+                           "every packet alone is fitted, the work model is not tried"
+                           + ("" if not self.udp_undetected
+                              else "; UDP GRO cannot be detected without a UDP aggregate: give "
+                                   "--udp gro / --fraglist if the receiver ran them"))
         if self.detected:
             body.append("detected: " + merge_command(self.detected, None, None)[14:])
         for name, s in self.sensitivity.items():
             body.append(f"sensitivity {_flag(name)}: x2 moves {num(s['x2'])}, "
                         f"x0.5 moves {num(s['x0.5'])} aggregate boundaries")
+        if self.budget_stopped:
+            body.append(f"the merge budget stopped the fit after {count(self.budget, 'merge')}: "
+                        f"settings were left untried (raise --max-merges)")
         if self.unexplained_total:
             total = count(self.unexplained_total, "boundary", "boundaries")
-            body.append(f"no setting explains {total}"
+            body.append(f"no setting {'tried ' if self.budget_stopped else ''}explains {total}"
                         f"{', first' if self.unexplained_total > len(self.unexplained) else ''}:")
             for u in self.unexplained:
                 body.append(f"  {u['kind']} join: wire frames {u['wire_frames'][0]}-"
@@ -165,7 +191,7 @@ def _json_options(opts):
 def merge_command(options, wire="WIRE", out="OUT"):
     """``pcapgro merge`` with the flags of ``options`` (merge option names
     -> values; values at their default left out) and WIRE OUT (None: no
-    paths)."""
+    paths; one starting with '-' is written './-...')."""
     words = ["pcapgro", "merge"]
     for o in MERGE_OPTIONS:
         if o.name not in options:
@@ -179,8 +205,16 @@ def merge_command(options, wire="WIRE", out="OUT"):
                 words += [o.flag, str(x)]
         elif v is not None and v != o.default:
             words += [o.flag, str(v)]
-    words += [shlex.quote(str(p)) for p in (wire, out) if p is not None]
+    words += [shlex.quote(_path_word(p)) for p in (wire, out) if p is not None]
     return " ".join(words)
+
+
+def _path_word(p):
+    """Path ``p`` as merge's command line takes it: one starting with '-'
+    (but '-' itself, standard input) gets './' so it is not read as an
+    option."""
+    p = str(p)
+    return "./" + p if p.startswith("-") and p != "-" else p
 
 
 # ---- is the received capture a GRO result at all?
@@ -197,6 +231,7 @@ class Segment(NamedTuple):
     ack: bytes          # TCP acknowledgment number (b"" for UDP)
     options: bytes      # TCP options (b"" for UDP)
     csum: bytes         # TCP/UDP checksum field
+    window: bytes       # TCP window field (b"" for UDP)
 
 
 def _segment(pkt):
@@ -218,10 +253,10 @@ def _segment(pkt):
             thl = (d[l4 + 12] >> 4) * 4
             return Segment(end - l3, 6, d[l4 + 13] | (d[l4 + 12] & 1) << 8, end - l4 - thl,
                            ttl, tos, bytes(d[l4 + 8:l4 + 12]), bytes(d[l4 + 20:l4 + thl]),
-                           bytes(d[l4 + 16:l4 + 18]))
+                           bytes(d[l4 + 16:l4 + 18]), bytes(d[l4 + 14:l4 + 16]))
         if proto == 17:
             return Segment(end - l3, 17, 0, end - l4 - 8, ttl, tos, b"", b"",
-                           bytes(d[l4 + 6:l4 + 8]))
+                           bytes(d[l4 + 6:l4 + 8]), b"")
     except (IndexError, struct.error, TypeError):
         pass
     return None
@@ -231,6 +266,13 @@ def _segment(pkt):
 # ipv6_gro_receive, tcp_gro_receive), as the reason names them
 _SAME = (("ttl", "TTL/hop limit"), ("tos", "TOS/traffic class"), ("ack", "ACK number"),
          ("options", "TCP options (timestamp)"))
+
+
+# fields a GRO aggregate keeps from its first segment (the head skb's
+# headers: inet_gro_complete / tcp_gro_complete only fix lengths, checksum
+# and the FIN/PSH of the last segment); checked on every received packet
+_HEAD = (("ttl", "TTL/hop limit"), ("tos", "TOS/traffic class"), ("ack", "ACK number"),
+         ("window", "TCP window"), ("options", "TCP options"))
 
 
 def _rule_broken(segs, gro_max_size, agg_len):
@@ -259,23 +301,38 @@ def _rule_broken(segs, gro_max_size, agg_len):
     return None
 
 
-def check_received(wire, received, groups=None, gro_max_size=_DEFAULTS["gro_max_size"]):
+def check_received(wire, received, groups=None, gro_max_size=_DEFAULTS["gro_max_size"],
+                   udp=None, fraglist=False):
     """The first received packet GRO could not have made of ``wire``
     (both lists of Packets; ``groups``: :func:`~pcapgro.agreement.trace` of
     them, computed when None): {"received_frame", "wire_frame", "reason"}
-    (1-based frames) or None when every packet can be a GRO result."""
+    (1-based frames) or None when every packet can be a GRO result.
+    Besides GRO's merge rules (:func:`_rule_broken`), a received packet's
+    headers must be its first wire segment's where GRO keeps the head's
+    (:data:`_HEAD`), and ``udp='off'`` (given, without ``fraglist``)
+    refuses UDP aggregates; ``udp=None``: not given, any UDP mode."""
     groups = trace(wire, received) if groups is None else groups
     for n, (g, p) in enumerate(zip(groups, received)):
         if not g:
             return {"received_frame": n + 1, "wire_frame": None,
                     "reason": "not made of wire packets of one flow, in order"}
-        if len(g) < 2:
-            continue
         segs = [_segment(wire[i]) for i in g]
         agg = _segment(p)
-        if agg is None or None in segs:
+        if len(g) > 1 and (agg is None or None in segs):
             return {"received_frame": n + 1, "wire_frame": g[0] + 1,
                     "reason": "an aggregate of packets GRO does not merge"}
+        if agg is None or segs[0] is None:
+            continue
+        changed = next((what for name, what in _HEAD
+                        if getattr(agg, name) != getattr(segs[0], name)), None)
+        if changed:
+            return {"received_frame": n + 1, "wire_frame": g[0] + 1,
+                    "reason": f"its {changed} is not its first segment's"}
+        if len(g) < 2:
+            continue
+        if agg.proto == 17 and udp == "off" and not fraglist:
+            return {"received_frame": n + 1, "wire_frame": g[0] + 1,
+                    "reason": "a UDP aggregate with UDP GRO off (--udp off)"}
         bad = _rule_broken(segs, gro_max_size, agg.l3_len)
         if bad:
             return {"received_frame": n + 1, "wire_frame": g[bad[1]] + 1, "reason": bad[0]}
@@ -316,6 +373,7 @@ class _Fit:
         self.cache = {}             # boundaries -> (score, agreement, joins)
         self.merges = 0
         self.never = None           # joins wrong under every setting tried
+        self.stopped = False        # a setting was left untried: max_merges
         self.seen = {i for g in kgroups for i in g}
         self.kjoins = set(_joins(kgroups))
         self.kbytes = {tuple(g): bytes(p.data) for g, p in zip(kgroups, received) if g}
@@ -324,7 +382,7 @@ class _Fit:
         """(Agreement, our joins) of merge output ``ours``: what
         :func:`~pcapgro.agreement.compare` computes, with the receiver's
         side traced once."""
-        go = trace(self.wire, ours)
+        go = self.go = trace(self.wire, ours)
         seen, kb, rec = self.seen, self.kbytes, self.received
         jo = {i for i, j in _joins(go).items() if i in seen and j in seen}
         same = sum(1 for g, p in zip(go, ours) if g and kb.get(tuple(g)) == bytes(p.data))
@@ -334,6 +392,20 @@ class _Fit:
                       sorted(jo - self.kjoins), sorted(self.kjoins - jo),
                       [n for n, g in enumerate(self.kgroups) if not g], len(self.wire) - len(seen))
         return a, jo
+
+    def score(self, a):
+        """(joins extra + missing, packets-out difference, not exact) of
+        Agreement ``a`` of the last merge output traced, lowest best.  Both counts
+        are over the wire packets the received capture holds: joins with a
+        lost packet are not counted (:func:`~pcapgro.agreement.compare`),
+        and only our packets holding a received wire packet are counted
+        out, against the received packets traced to the wire.  Joins come
+        first: with nothing lost, the packets-out difference is missing -
+        extra and says no more."""
+        seen = self.seen
+        present = sum(1 for g in self.go if any(i in seen for i in g))
+        traced = sum(1 for g in self.kgroups if g)
+        return len(a.extra) + len(a.missing), abs(present - traced), not a.exact
 
     def boundaries(self, opts):
         """The poll boundaries of merge options ``opts`` (hashable)."""
@@ -352,21 +424,20 @@ class _Fit:
 
     def run(self, opts):
         """(score, Agreement, our joins) of merge options ``opts``; None when
-        it would need a merge past ``max_merges``.  Score: (packets-out
-        difference, joins extra + missing, not exact)."""
+        it would need a merge past ``max_merges``.  Score: :meth:`score`."""
         key = self.boundaries(opts)
         got = self.cache.get(key)
         if got is not None:
             return got
         if not self.can_merge():
+            self.stopped = True
             return None
         self.merges += 1
         ours, _ = merge_packets(self.wire, **opts)
         a, joins = self.agreement(ours)
         wrong = {("extra", i) for i in a.extra} | {("missing", i) for i in a.missing}
         self.never = wrong if self.never is None else self.never & wrong
-        got = ((abs(a.packets_ours - a.packets_kernel), len(a.extra) + len(a.missing),
-                not a.exact), a, joins)
+        got = (self.score(a), a, joins)
         self.cache[key] = got
         return got
 
@@ -412,7 +483,7 @@ def _fit_gap(fit):
         if not inside or best[0][:2] == (0, 0):
             break
         step = max(1, len(inside) // REFINE)
-        for g in inside[::step]:
+        for g in inside[::step] + [inside[0] - 1]:     # -1: inside[0] a boundary too
             tryit(g)
         best = _best(tried)
         if step == 1:
@@ -525,11 +596,26 @@ def calibrate(wire, received, *, max_merges=MAX_MERGES, models=("gap", "work"),
         OptionError / TypeError (a bad or unknown option).
     """
     values, _ = resolve(CALIBRATE_OPTIONS, fixed_options)      # checks names and values
+    if isinstance(max_merges, bool) or not isinstance(max_merges, int) or max_merges < 1:
+        raise OptionError(f"max_merges must be a whole number of at least 1, not {max_merges!r}")
     W, R = _load(wire), _load(received)
+    for label, pkts in (("WIRE", W), ("RECEIVED", R)):
+        _refuse_cut(label, pkts)
+    return _calibrate(W, R, values, max_merges, models, fixed_options)
+
+
+def _calibrate(W, R, values, max_merges, models, fixed_options):
+    """:func:`calibrate` on Packets ``W``, ``R`` (checked options ``values``)."""
     kgroups = trace(W, R)
-    off = check_received(W, R, kgroups, values["gro_max_size"])
+    off = check_received(W, R, kgroups, values["gro_max_size"], fixed_options.get("udp"),
+                         values["fraglist"])
     if off is not None:
         return Calibration(explainable=False, offending=off)
+    # no aggregate at all: the work model could only be fitted to keep
+    # every packet alone, which says nothing about its costs
+    no_gro = bool(R) and not _joins(kgroups)
+    if no_gro and fixed_options.get("poll_model") != "work":
+        models = tuple(m for m in models if m == "gap") or models
     fixed = dict(fixed_options)
     fixed.setdefault("csum", "kernel")
     detected = {}
@@ -537,8 +623,10 @@ def calibrate(wire, received, *, max_merges=MAX_MERGES, models=("gap", "work"),
         detected = detect_mode(W, R, kgroups)
         fixed.update(detected)
     given = set(fixed)
-    fit = _Fit(W, R, kgroups, fixed, max(1, max_merges))
-    default = fit.run(fixed)[1]
+    fit = _Fit(W, R, kgroups, fixed, max_merges)
+    # merge's default timing (the timing options given left out): what
+    # the report compares the fit with
+    default = fit.run({k: v for k, v in fixed.items() if k not in _TIMING})[1]
     cands = []
     if "gap" in models and fixed.get("poll_model", "gap") == "gap" \
             and not set(WORK_PARAMS) & given:
@@ -557,7 +645,24 @@ def calibrate(wire, received, *, max_merges=MAX_MERGES, models=("gap", "work"),
                                      **timing}, joins)
     rows, total = _unexplained(fit)
     return Calibration(True, None, model, opts, detected, agreement, default, sens, rows,
-                       total, fit.merges)
+                       total, fit.merges, budget_stopped=fit.stopped,
+                       budget=max_merges, no_gro=no_gro,
+                       udp_undetected=no_gro and not {"udp", "fraglist"} & given
+                       and any(_segment(p) is not None and _segment(p).proto == 17 for p in W))
+
+
+def _refuse_cut(label, pkts):
+    """UnusableInput when capture ``label``'s Packets ``pkts`` are cut
+    short of their length on the wire (a snaplen): the trace matches
+    payloads and the GRO check reads lengths, neither of which a cut
+    packet holds."""
+    cut = next((n for n, p in enumerate(pkts) if len(p.data) < p.orig_len), None)
+    if cut is not None:
+        snap = max(len(p.data) for p in pkts if len(p.data) < p.orig_len)
+        p = pkts[cut]
+        raise UnusableInput(f"{label} is cut to {snap} bytes (snaplen): frame {cut + 1} holds "
+                            f"{len(p.data)} of its {p.orig_len} bytes; calibrate needs whole "
+                            f"packets (tcpdump -s 0)")
 
 
 class _CallableModule(types.ModuleType):

@@ -589,14 +589,16 @@ def calibrate_cmd(wire_path, received_path, max_merges, stats_path, quiet, **opt
     WIRE is what the receiver's GRO got (tcpdump -Q out on the sender's
     end), RECEIVED the receiver's capture after its GRO (tcpdump -Q in).
     Fits the gap model (--poll-gap) and the work model (--poll-model work
-    and its costs), picks the best agreement (packets out, then joins extra
-    and missing) and prints it as a 'pcapgro merge' command line, with the
-    agreement reached, each parameter's sensitivity and the aggregate
-    boundaries no setting explains.  Options given (--udp, --fraglist,
-    --csum, ...) are kept; --udp/--fraglist are detected when not given.
-    Exit status: 0 fitted (exact or not: the report says), 1 RECEIVED is
-    not a GRO result of this kernel/configuration (first offending packet
-    named), 2 unusable input.
+    and its costs), picks the best agreement (fewest joins extra and
+    missing, then packets out, both over the packets RECEIVED holds) and
+    prints it as a 'pcapgro merge' command line, with the agreement
+    reached, each parameter's sensitivity and the aggregate boundaries no
+    setting explains.  Options given (--udp, --fraglist, --csum, ...) are
+    kept; --udp/--fraglist are detected from RECEIVED's UDP aggregates when
+    not given (a receiver that merged no datagram: give them).  Exit
+    status: 0 fitted (exact or not: the report says), 1 RECEIVED is not a
+    GRO result of this kernel/configuration (first offending packet
+    named), 2 unusable input (WIRE and RECEIVED not both '-').
     """
     _refuse_stats_clobber(None, wire_path, stats_path, "WIRE")
     _refuse_stats_clobber(None, received_path, stats_path, "RECEIVED")

@@ -10,6 +10,7 @@ receiver's own capture.
 """
 
 import json
+import subprocess
 import shlex
 import struct
 
@@ -256,3 +257,164 @@ def test_library_refuses_bad_options_before_reading():
     wire, gro = pair(KERNEL, "udp4-fwd")
     with pytest.raises(pcapgro.errors.OptionError):
         calibrate(wire, gro, poll_model="work", poll_gap=5000)
+
+
+# ---- a new user's findings (lost packets, snaplen, streams, headers, ...)
+
+def _kernel(name="tcp4-bulk"):
+    return [read_packets(p) for p in pair(KERNEL, name)]
+
+
+@pytest.mark.parametrize("cut", ["tail", "drop"])
+def test_received_missing_packets_is_traced_not_refused(cut):
+    """Received packets missing (editcap -r G 30-58, editcap G 10-12):
+    the trace must not join a wire pure ACK with the sequence number a
+    later packet starts at onto it (it once did: 'segment of 1 bytes in
+    an aggregate of 0-byte segments')."""
+    wire, gro = _kernel()
+    received = gro[29:] if cut == "tail" else gro[:9] + gro[12:]
+    groups = trace(wire, received)
+    assert all(g for g in groups)
+    for g, p in zip(groups, received):
+        if len(g) > 1:
+            assert all(len(wire[i].data) > 66 for i in g)      # no pure ACK inside
+    c = calibrate(wire, received, max_merges=5)
+    assert c.explainable and c.agreement.lost > 0
+    assert not c.agreement.extra and not c.agreement.missing
+
+
+def test_lost_packets_do_not_bias_the_fit():
+    """tcp-app with the first 999 received packets cut away: the score
+    counts packets out over the wire packets RECEIVED holds, joins first,
+    so the fit finds a gap with no join wrong (the default has 1 extra)."""
+    wire, gro = (read_packets(p) for p in pair(NAPI, "tcp-app-200B-100us"))
+    c = calibrate(wire, gro[999:], max_merges=30)
+    assert c.agreement.lost == 999 and len(c.default.extra) == 1
+    assert (c.agreement.extra, c.agreement.missing) == ([], [])
+
+
+def test_snaplen_cut_capture_is_refused(tmp_path):
+    wire, gro = pair(KERNEL, "tcp4-bulk")
+    gsnap, wsnap = tmp_path / "gsnap.pcap", tmp_path / "wsnap.pcap"
+    subprocess.run(["editcap", "-s", "128", gro, gsnap], check=True)
+    subprocess.run(["editcap", "-s", "128", wire, wsnap], check=True)
+    for w, r, label in ((wire, gsnap, "RECEIVED"), (wsnap, gsnap, "WIRE")):
+        p = run_cli("calibrate", w, r)
+        err = p.stderr.decode()
+        assert p.returncode == 2 and err.count("\n") == 1, err
+        assert err.startswith(f"pcapgro: error: {label} is cut to 128 bytes (snaplen): ")
+
+
+def test_library_takes_open_streams():
+    wire, gro = pair(KERNEL, "udp4-fwd")
+    with open(wire, "rb") as w, open(gro, "rb") as g:
+        st = pcapgro.calibrate(w, g, max_merges=5)
+    assert st["result"] == "exact" and st["command"].endswith(" WIRE OUT")
+
+
+def _ip_csum(d):
+    d[24:26] = b"\0\0"
+    s = sum(struct.unpack("!10H", bytes(d[14:34])))
+    s = (s & 0xFFFF) + (s >> 16)
+    s = (s & 0xFFFF) + (s >> 16)
+    struct.pack_into("!H", d, 24, ~s & 0xFFFF)
+
+
+@pytest.mark.parametrize("offset, value, what", [
+    (14 + 8, 5, "TTL/hop limit"),
+    (14 + 1, 0x10, "TOS/traffic class"),
+    (14 + 20 + 15, 0xAB, "TCP window"),
+])
+def test_aggregate_header_is_its_first_segments(offset, value, what):
+    """Received frame 20 (an aggregate) with a header field changed (IP
+    checksum fixed): named, not a mere 'not exact'."""
+    wire, gro = _kernel()
+    groups = trace(wire, gro)
+    assert len(groups[19]) > 1
+    d = bytearray(gro[19].data)
+    d[offset] = value
+    _ip_csum(d)
+    gro[19] = Packet(gro[19].ts, bytes(d), len(d))
+    assert check_received(wire, gro) == {
+        "received_frame": 20, "wire_frame": groups[19][0] + 1,
+        "reason": f"its {what} is not its first segment's"}
+
+
+def test_printed_command_takes_a_path_starting_with_a_dash():
+    from pcapgro.calibrate import merge_command
+    assert merge_command({}, "-w.pcap", "OUT") == "pcapgro merge ./-w.pcap OUT"
+    assert merge_command({}, "-", "-") == "pcapgro merge - -"
+
+
+def test_merge_budget_stopping_the_fit_is_said():
+    wire, gro = pair(NAPI, "tcp-app-200B-100us")
+    c = calibrate(wire, gro, max_merges=1)
+    assert c.budget_stopped and c.budget == 1
+    text = "\n".join(c.lines())
+    assert "the merge budget stopped the fit after 1 merge" in text
+    assert c.to_dict()["budget_stopped"]
+
+
+def test_both_standard_input_refused():
+    p = run_cli("calibrate", "-", "-", input=b"")
+    assert p.returncode == 2 and b"cannot both be standard input" in p.stderr
+
+
+def test_received_same_as_wire_shows_no_gro():
+    wire, _ = _kernel()
+    c = calibrate(wire, list(wire), max_merges=20)
+    assert c.no_gro and c.model == "gap" and "poll_model" not in c.options
+    assert c.lines()[2].startswith("RECEIVED shows no GRO: no received packet is an aggregate")
+    assert not c.udp_undetected
+    w, _ = _kernel("udp4-fwd")
+    c = calibrate(w, list(w), max_merges=5)
+    assert c.udp_undetected and "give --udp gro" in " ".join(c.lines())
+
+
+def test_default_line_is_merges_defaults_with_timing_given():
+    c = calibrate(*pair(KERNEL, "tcp4-bulk"), max_merges=5, poll_gap=5000)
+    assert c.options["poll_gap"] == 5000 and not c.agreement.exact
+    assert c.default.exact          # merge's default 1 ms is exact here
+
+
+def test_library_max_merges_zero_refused():
+    wire, gro = pair(KERNEL, "udp4-fwd")
+    for call in (pcapgro.calibrate, calibrate):
+        with pytest.raises(pcapgro.errors.OptionError):
+            call(wire, gro, max_merges=0)
+
+
+def test_not_gro_dict_has_no_command(tmp_path):
+    wire, mutant, _, _ = _psh_mutant(tmp_path)
+    st = pcapgro.calibrate(wire, mutant)
+    assert st["result"] == "not_gro" and st["command"] is None
+
+
+def test_empty_and_non_capture_errors_name_the_argument(tmp_path):
+    wire, gro = pair(KERNEL, "udp4-fwd")
+    empty = tmp_path / "empty.pcap"
+    empty.write_bytes(b"")
+    p = run_cli("calibrate", wire, empty)
+    assert (p.returncode, p.stderr.decode()) == (
+        2, f"pcapgro: error: RECEIVED {empty}: empty input\n")
+    p = run_cli("calibrate", "README.md", gro)
+    assert p.returncode == 2 and p.stderr.startswith(b"pcapgro: error: WIRE README.md: not a pcap")
+    p = run_cli("calibrate", "/nonexistent/w.pcap", gro)
+    assert p.stderr.startswith(b"pcapgro: error: WIRE: cannot open /nonexistent/w.pcap")
+
+
+def test_udp_aggregates_with_udp_gro_off_are_not_gro():
+    c = calibrate(*pair(KERNEL, "udp4-fwd"), max_merges=5, udp="off")
+    assert not c.explainable and c.status == 1
+    assert c.offending["reason"] == "a UDP aggregate with UDP GRO off (--udp off)"
+
+
+def test_docs_write_micro_seconds_and_one_term_for_joins():
+    man = (REPO / "man" / "pcapgro.1").read_text()
+    assert "uss" not in man
+    assert "1\\~us to 100\\~ms" in man and "50\\~us;" in man
+    napi = (NAPI / "README.md").read_text()
+    assert "udp-* pairs pcapng" in napi
+    wire, gro = pair(KERNEL, "tcp4-bulk")
+    line = calibrate(wire, gro, max_merges=2).agreement.line()
+    assert "joins extra 0, missing 0" in line and "merges" not in line

@@ -112,10 +112,13 @@ def calibrate(wire, received, *, max_merges=None, **options):
     calibrate``): :func:`pcapgro.calibrate.calibrate` on two capture files.
 
     Args:
-        wire:       the wire capture (what the receiver's GRO got): a path.
-        received:   the receiver's capture after its GRO: a path.
+        wire:       the wire capture (what the receiver's GRO got): a path,
+                    '-' (standard input) or an open binary stream; it is
+                    read whole into memory.
+        received:   the receiver's capture after its GRO: the same (not
+                    both '-').
         max_merges: bound on the merges the fit runs (None: the default,
-                    :data:`pcapgro.calibrate.MAX_MERGES`).
+                    :data:`pcapgro.calibrate.MAX_MERGES`); at least 1.
         **options:  merge's GRO options kept fixed (:data:`~pcapgro.jobs.
                     options.CALIBRATE_OPTIONS`): ``udp='gro'``,
                     ``fraglist``, ``csum``, ...
@@ -130,26 +133,48 @@ def calibrate(wire, received, *, max_merges=None, **options):
     """
     from ..calibrate import MAX_MERGES, calibrate as fit
     resolve(CALIBRATE_OPTIONS, options)        # bad options before reading
+    if max_merges is not None and (isinstance(max_merges, bool) or not isinstance(max_merges, int)
+                                   or max_merges < 1):
+        raise OptionError(f"max_merges must be a whole number of at least 1, not {max_merges!r}")
+    if wire == "-" and received == "-":
+        raise OptionError("WIRE and RECEIVED cannot both be standard input ('-')")
     c = fit(*(_whole_capture(label, p) for label, p in (("WIRE", wire), ("RECEIVED", received))),
             max_merges=MAX_MERGES if max_merges is None else max_merges, **options)
-    r = Report(c.to_dict(wire, "OUT"), c.lines(wire, "OUT"))
+    shown = os.fspath(wire) if isinstance(wire, (str, os.PathLike)) else "WIRE"
+    r = Report(c.to_dict(shown, "OUT"), c.lines(shown, "OUT"))
     r.status = c.status
     r.calibration = c
     return r
 
 
 def _whole_capture(label, path):
-    """The Packets of calibrate's capture ``label`` at ``path``; a damaged
-    one is unusable (UnusableInput naming it: the fit needs it whole)."""
+    """The Packets of calibrate's capture ``label`` ('WIRE'/'RECEIVED') at
+    ``path`` (a path, '-' or an open binary stream, read whole into
+    memory).  Errors name ``label``: UnusableInput for a capture that
+    cannot be opened, is empty or no capture, and for a damaged one (the
+    fit needs it whole)."""
     from ..agreement import read_packets
-    if not isinstance(path, (str, os.PathLike)):
-        raise OptionError(f"calibrate needs {label} to be a path")
-    if not os.fspath(path):        # worded as verify's
+    from ..capture import open_reader_file
+    from ..record import Packet
+    stream = hasattr(path, "read")
+    if not stream and not isinstance(path, (str, os.PathLike)):
+        raise OptionError(f"calibrate needs {label} to be a path, '-' or a binary stream")
+    if not stream and not os.fspath(path):        # worded as verify's
         raise UnusableInput(f"cannot open {label} '': empty file name")
+    name = getattr(path, "name", "stream") if stream else os.fspath(path)
     try:
-        return read_packets(path)
+        if not stream:
+            return read_packets(path)
+        r = open_reader_file(path, str(name), close_on_error=False)
+        return [ev for ev in r if type(ev) is Packet]
     except DamagedInput as e:
-        raise UnusableInput(f"{label} {os.fspath(path)}: {e} (the fit needs it whole)") from None
+        raise UnusableInput(f"{label} {name}: {e} (the fit needs it whole)") from None
+    except OptionError:
+        raise
+    except UnusableInput as e:
+        msg = str(e)
+        named = msg.startswith(f"{name}:") or msg.startswith("stdin:")
+        raise UnusableInput(f"{label} {msg}" if named else f"{label}: {msg}") from None
 
 
 def _tunnel_ports(values):
