@@ -20,7 +20,9 @@ A transform that is the ``process`` method of an object with
 ``transform_batches`` (:class:`pcapgro.gro.GROEngine`) is run list in, list
 out instead: the reader's batches go in whole (from classic pcap, as
 ``RecordChunk`` objects: records not yet made into Packets, see
-``PcapReader.batches(lazy=True)``) and each list that comes out goes to
+``PcapReader.batches(lazy=True)``; from pcapng, runs of EPBs as
+``EpbChunk`` objects, ``PcapngReader.batches(lazy=True)``) and each list
+that comes out goes to
 ``write_batch``.  Same events out; no per-event generator step.  A writer
 with ``takes_parts`` (classic pcap) gets aggregates as lists of parts
 (``GROEngine.parts_out``): their payloads are never copied in Python.
@@ -144,7 +146,8 @@ def run(reader, writer, transform=None, progress=None):
     elif _batch_transform(transform) is not None:
         # the transform takes and gives lists (GROEngine.transform_batches)
         wb = writer.write_batch
-        lazy = getattr(reader, "format", None) == "pcap" and hasattr(reader, "_chunks")
+        lazy = ((getattr(reader, "format", None) == "pcap" and hasattr(reader, "_chunks"))
+                or getattr(reader, "lazy_batches", False))
         tb = _batch_transform(transform)
         eng = getattr(tb, "__self__", None)
         if getattr(writer, "takes_parts", False) and hasattr(eng, "parts_out"):
@@ -158,6 +161,10 @@ def run(reader, writer, transform=None, progress=None):
         elif hasattr(eng, "ng_out") and getattr(writer, "accepts_blocks", None) is not None:
             # or as the EPBs it lays out for pcapng output
             eng.ng_out = writer.accepts_blocks(reader)
+        elif hasattr(eng, "raw_layout") and getattr(writer, "record_layout", None) is not None \
+                and getattr(reader, "format", None) == "pcapng":
+            # or as the classic pcap records it lays out as the writer says
+            eng.raw_layout = writer.record_layout
         # the cyclic GC: GRO makes and drops many small objects per chunk
         # but no reference cycles, so its scans of them (a collection per
         # 700 allocations: ~8% of the time) are spaced out here

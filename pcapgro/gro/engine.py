@@ -102,6 +102,10 @@ class GROEngine(NAPI):
         # or (byteorder, div) (set by pipeline.run for a pcapng writer,
         # PcapngWriter.accepts_blocks): the loop writes EPBs (RawBlocks)
         self.ng_out = None
+        # or f(linktype) -> (byteorder, fraction unit) or None (set by
+        # pipeline.run for a classic pcap writer and pcapng input,
+        # PcapWriter.record_layout): the loop writes such records
+        self.raw_layout = None
         self._c = None                   # its CEngine, made on first use
         # the compiled loop models no UDP tunnel socket: with one, UDP
         # datagrams go through the Python paths (pcapgro.gro.udp_tunnel)
@@ -237,17 +241,20 @@ class GROEngine(NAPI):
 
     def _chunk(self, lb):
         """GRO over a RecordChunk (records of a pcap chunk, not yet
-        Packets): Packets are made only for what the general path takes;
-        packets merged on the fast path are kept in ``Agg.pkts`` as run
-        entries referring to the chunk until it is done (see
-        :func:`run_payloads`)."""
+        Packets) or an EpbChunk (a run of pcapng EPBs of one interface):
+        the compiled loop takes what it can (:func:`cfast.layout`); Packets
+        are made only for what the Python paths take; packets merged on the
+        fast path are kept in ``Agg.pkts`` as run entries referring to the
+        chunk until it is done (see :func:`run_payloads`)."""
         n = len(lb)
         if not n:
             return
-        if not (self._c_ok and lb.linktype in cfast.LINKTYPES and lb.hl == 16
-                and (self.ng_out or (self.raw_out and not self.cfg.annotate))):
+        py = self._chunk_py if lb.hl != 28 else self._chunk_packets
+        lay = (cfast.layout(lb, self) if self._c_ok and lb.linktype in cfast.LINKTYPES
+               else None)
+        if lay is None:
             self._release()
-            self._chunk_py(lb)
+            py(lb)
             return
         # the compiled loop takes records as far as it goes, whenever this
         # engine holds nothing; what it holds when it stops is handed over
@@ -255,6 +262,15 @@ class GROEngine(NAPI):
         # packet is then completed), where the loop may start again
         if self._c is None:
             self._c = cfast.CEngine(self.cfg, self.ng_out)
+        if lay != self._c.lay:
+            # what it holds is another interface's (laid out for it): handed
+            # over, and completed here when the chunk starts a poll
+            self._release()
+            self._c.set_output(lay)
+            if self.flows and self.last_ts is not None:
+                t0 = lb.part(0, 1).times()[0]
+                if t0 - self.last_ts > self.cfg.poll_gap_ns:
+                    self.poll_end(self.last_ts, t0, self.cfg.gro_flush_timeout)
         i = 0
         starts = None
         while True:
@@ -264,19 +280,24 @@ class GROEngine(NAPI):
                     return
                 self._release()
             if starts is None:
-                t = lb.columns()[3]
-                starts = (np.flatnonzero(np.diff(t) > self.cfg.poll_gap_ns) + 1).tolist()
+                t = lb.times()
+                gap = self.cfg.poll_gap_ns
+                starts = [k for k in range(1, n) if t[k] - t[k - 1] > gap]
                 starts.append(n)
             # the Python paths go on to the first poll start at or after
             # the next cfast.MIN_RUN records the loop takes (issue 18.7)
             g = starts[bisect_left(starts, self._c.scan(lb, i + 1, cfast.MIN_RUN))]
-            self._chunk_py(lb.part(i, g))
+            py(lb.part(i, g))
             if g == n:
                 return
             if self.flows:
                 # what _polls does before the poll that starts at g
-                self.poll_end(self.last_ts, lb.ts[g], self.cfg.gro_flush_timeout)
+                self.poll_end(self.last_ts, t[g], self.cfg.gro_flush_timeout)
             i = g
+
+    def _chunk_packets(self, lb):
+        """:meth:`_chunk` on the Python paths for an EpbChunk: its Packets."""
+        self._packets(lb.packets())
 
     def _chunk_py(self, lb):
         """:meth:`_chunk` on the Python paths."""
