@@ -376,3 +376,25 @@ def test_epb_walk_matches_python():
                         end - pos >= 8 else end
                 else:
                     pos = a[0]
+
+
+@pytest.mark.parametrize("name", ["ss990915-be.pcap", "ss991029-le.pcap"])
+def test_modified_pcap_records_are_not_epbs(name):
+    # found by the fuzz test: a SuSE 6.3 pcap's RecordChunk has 28-byte
+    # record headers too; it is not an EpbChunk, and the loop does not take
+    # records with longer headers
+    from capture_helpers import REPO
+    from pcapgro.capture.pcap import PcapReader
+    path = REPO / "tests" / "data" / "oldpcap" / name
+    if not path.exists():
+        pytest.skip("no such capture")
+    data = path.read_bytes()
+    outs = []
+    for compiled in (True, False):
+        eng = GROEngine(GROConfig(compiled=compiled))
+        f = io.BytesIO()
+        w = PcapngWriter(f)
+        pipeline.run(PcapReader(io.BytesIO(data)), w, eng.process)
+        w.close()
+        outs.append((f.getvalue(), eng.stats.to_dict()))
+    assert outs[0] == outs[1]

@@ -111,6 +111,7 @@ class RecordChunk:
     __slots__ = ("buf", "recs", "hl", "byteorder", "linktype", "mul",
                  "off", "cap", "orig", "ts", "mv")
     lazy = True
+    epb = False         # not pcapng EPBs (pcapgro.capture.pcapng.EpbChunk)
 
     def __len__(self):
         return len(self.recs)

@@ -286,6 +286,7 @@ class EpbChunk:
 
     __slots__ = ("buf", "recs", "hl", "byteorder", "linktype", "iface", "mul", "tsoff", "conv")
     lazy = True
+    epb = True          # what tells it from a RecordChunk (whose hl may be 28 too)
 
     def __len__(self):
         return len(self.recs)

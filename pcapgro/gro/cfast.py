@@ -92,7 +92,7 @@ def layout(lb, eng):
     unit``; classic pcap: fraction unit ``unit`` ns; ``swap``: not in host
     byte order), or None when it does not take the chunk.
 
-    RecordChunk: pcapng output as ``eng.ng_out`` agreed (interface 0), or
+    RecordChunk (16-byte record headers): pcapng output as ``eng.ng_out`` agreed (interface 0), or
     classic pcap in the input's format (``eng.raw_out``, not annotated).
     EpbChunk of a decimal timestamp resolution (``conv`` None): pcapng
     output on the packets' own interface in its own units
@@ -100,7 +100,9 @@ def layout(lb, eng):
     interfaces as the reader does) or classic pcap as the writer's
     ``record_layout`` says (``eng.raw_layout``, not annotated)."""
     annotate = eng.cfg.annotate
-    if lb.hl != 28:
+    if not lb.epb:
+        if lb.hl != 16:
+            return None         # modified pcap: longer record headers
         if eng.ng_out and eng.ng_out[1] is not None:
             return 0, eng.ng_out[0] != _NATIVE, eng.ng_out[1], 0
         if eng.raw_out and not annotate:
@@ -271,7 +273,7 @@ def _keep_heap():
 def _epb_args(lb):
     """The run() / scan() arguments after the link type for chunk ``lb``:
     none for classic pcap records, (iface, offset ns) for EPBs."""
-    return (lb.iface, lb.tsoff) if lb.hl == 28 else ()
+    return (lb.iface, lb.tsoff) if lb.epb else ()
 
 
 _NATIVE = "<" if __import__("sys").byteorder == "little" else ">"

@@ -249,7 +249,7 @@ class GROEngine(NAPI):
         n = len(lb)
         if not n:
             return
-        py = self._chunk_py if lb.hl != 28 else self._chunk_packets
+        py = self._chunk_packets if lb.epb else self._chunk_py
         lay = (cfast.layout(lb, self) if self._c_ok and lb.linktype in cfast.LINKTYPES
                else None)
         if lay is None:

@@ -204,7 +204,7 @@ def chunk_records(lb):
 def chunk_packets(lb):
     """The Packets of RecordChunk or EpbChunk ``lb`` (the path without raw
     output)."""
-    if lb.hl == 28:
+    if lb.epb:
         return lb.packets()     # pcapng EPBs (PcapngReader.batches(lazy=True))
     lb.columns()
     return [lb.packet(i) for i in range(len(lb))]
