@@ -1,10 +1,12 @@
 /*
  * pcapgro._native: compiled fast paths (optional; each has a Python twin).
  *
- *   Engine      the GRO fast path for classic pcap chunks (below; used by
- *               pcapgro/gro/cfast.py)
+ *   Engine      the GRO fast path for classic pcap and pcapng chunks
+ *               (below; used by pcapgro/gro/cfast.py)
  *   records()   the record walk of a classic pcap chunk (the loop of
  *               PcapReader._chunks in pcapgro/capture/pcap.py)
+ *   epbs()      the walk of a run of enhanced packet blocks of one
+ *               interface (PcapngReader._epb_run in capture/pcapng.py)
  *   buffer()    a bytearray whose bytes are not zeroed first (input chunks
  *               are filled by readinto right away)
  *   restore_rows()  the per-segment part of a restore record (the row
@@ -15,12 +17,18 @@
  * inet_gro_receive -> tcp4_gro_receive) because call depth costs cycles;
  * in CPython every per-packet statement costs ~50 ns, so pcapgro keeps the
  * common case -- Ethernet (up to two VLAN tags) / IPv4 (no options, no
- * fragment) or IPv6 (no extension headers) / TCP or UDP -- in C as one flat loop over the records of a classic pcap chunk,
- * reading the records in place and writing the output records (pass-through
- * packets and built aggregates) into one buffer: classic pcap records in the
- * input's format, or pcapng EPBs (with annotated output's comments, flags
- * and restore records: _annotate.h).  The Python engine (pcapgro/gro/engine.py, the reference) stays
- * in charge of everything else: this loop stops at the first record it
+ * fragment) or IPv6 (no extension headers) / TCP or UDP -- in C as one
+ * flat loop over the records of an input chunk (classic pcap records, or a
+ * run of pcapng EPBs of one interface: PcapngReader's EpbChunk), reading
+ * them in place and writing the output records (pass-through packets and
+ * built aggregates) into one buffer: classic pcap records (in the input's
+ * format, or the one output() gives), or pcapng EPBs on the input's
+ * interface (with annotated output's comments, flags and restore records:
+ * _annotate.h).  Each record goes through two steps: its header
+ * (pcap_header or epb_header: frame and time), then its frame
+ * (parse_frame: link layer, IP, TCP / UDP).  The Python engine
+ * (pcapgro/gro/engine.py, the reference) stays in charge of everything
+ * else: this loop stops at the first record it
  * does not handle and hands the aggregates it holds to the Python engine
  * (Engine.release), which continues from there.
  *
@@ -51,7 +59,8 @@
  * gro_flush_timeout only those from an older jiffy, the rest when the
  * timer fires before the next packet (napi_complete_done).
  *
- * A record is handled here when: captured == original length, Ethernet
+ * A record is handled here when: captured == original length (an EPB:
+ * no options, the chunk's interface, a time the output holds), Ethernet
  * with up to two VLAN tags (0x8100 / 0x88a8, when VLAN GRO is on), Linux
  * cooked (SLL, SLL2) or raw IP, then
  * either IPv4 (header 0x45, protocol 6, no MF / fragment offset / reserved
@@ -176,11 +185,20 @@ typedef struct {
      * when budget_old: hz >= 1000), packets taken by the current poll */
     int64_t timeout, budget, in_poll;
     int budget_old;
-    /* pcapng output (else classic pcap records in the input's format):
-     * EPBs on interface 0 in the byte order ng_swap says, timestamps in
-     * units of ng_div ns; annotate: comments, flags, restore records */
+    /* pcapng output (else classic pcap records): EPBs on interface
+     * ng_iface in the byte order ng_swap says, timestamps in units of
+     * ng_div ns from ng_off; annotate: comments, flags, restore records */
     int ng, ng_swap, annotate;
-    int64_t ng_div;
+    int64_t ng_div, ng_off;
+    uint32_t ng_iface;
+    /* the input records of the current run() / scan(): classic pcap
+     * (16-byte headers, fraction unit in_mul ns) or EPBs (in_epb: of
+     * interface in_iface, time ticks * in_mul + in_off ns); in_swap: not
+     * in host byte order */
+    int in_epb, in_swap;
+    int64_t in_mul, in_off;
+    uint32_t in_iface;
+    int out_fixed;          /* output() set swap / mul: not the input's */
     sbuf opts, txt;         /* scratch: one record's options and text */
     /* statistics since the last stats() */
     uint64_t flush[F_N], pass[P_N], verified, seed, singles, aggregates, segs;
@@ -194,7 +212,7 @@ typedef struct {
     Py_ssize_t nout;
     unsigned long long outbytes;    /* captured bytes of the records written */
     uint32_t maxcap;
-    int swap;
+    int swap;               /* classic pcap output: byte order, fraction unit */
     int64_t mul;
     int64_t last_out_ts;
     int64_t last_ts;
@@ -341,11 +359,11 @@ static uint8_t *out_record(Engine *e, int64_t ts, uint32_t n, const sbuf *opt)
         if (out_reserve(e, bl) < 0)
             return NULL;
         r = e->out + e->outlen;
-        uint64_t t = (uint64_t)ts / (uint64_t)e->ng_div;
+        uint64_t t = (uint64_t)(ts - e->ng_off) / (uint64_t)e->ng_div;   /* ts >= ng_off */
         int sw = e->ng_swap;
         ng_put32(r, BT_EPB, sw);
         ng_put32(r + 4, (uint32_t)bl, sw);
-        ng_put32(r + 8, 0, sw);
+        ng_put32(r + 8, e->ng_iface, sw);
         ng_put32(r + 12, (uint32_t)(t >> 32), sw);
         ng_put32(r + 16, (uint32_t)t, sw);
         ng_put32(r + 20, n, sw);
@@ -950,29 +968,81 @@ static void Engine_dealloc(Engine *e)
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
-/* The record at offset off of buf (a classic pcap record header, then the
- * frame) when this loop handles it (see the file comment): fills g (but for
- * psum and the timestamp) and *ts, returns 1; 0 when not handled.  The
- * checks of the Python reference's classify (pcapgro/gro/fastpath.py) and
- * inet_gro_receive / tcp4_gro_receive for this one case. */
-static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
-                        Py_ssize_t off, int swap, int64_t mul, Seg *g, int64_t *ts)
+/* ts_max: the latest time (exclusive) a record of the loop may have:
+ * what the output holds (classic pcap: 32-bit seconds; pcapng: 64-bit
+ * ticks) and what keeps time differences within 63 bits (gaps above 2**62
+ * are 2**62: cfast.py) */
+#define TS_MAX_PCAP (4294967296LL * 1000000000)
+#define TS_MAX_NG (1LL << 62)
+
+/* The record header step for a classic pcap record at offset off of buf:
+ * its frame (*f, *cap bytes) and time *ts (ns) when captured == original
+ * length, the frame within buf and the fraction within a second; 0 when
+ * not. */
+static int pcap_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_ssize_t off,
+                       const uint8_t **f, uint32_t *cap, int64_t *ts)
 {
     if (off < 0 || off + 16 > blen)
         return 0;
     const uint8_t *r = buf + off;
     uint32_t h[4];
     memcpy(h, r, 16);
-    if (swap) {
+    if (e->in_swap) {
         h[0] = bswap32(h[0]); h[1] = bswap32(h[1]);
         h[2] = bswap32(h[2]); h[3] = bswap32(h[3]);
     }
-    uint32_t cap = h[2];
-    if (cap != h[3] || cap < 20 + 8 || off + 16 + (Py_ssize_t)cap > blen)
+    if (h[2] != h[3] || off + 16 + (Py_ssize_t)h[2] > blen)
         return 0;
-    if ((int64_t)h[1] * mul >= 1000000000)
+    if ((int64_t)h[1] * e->in_mul >= 1000000000)
         return 0;               /* a fraction of a second out of range */
-    const uint8_t *f = r + 16;
+    *f = r + 16;
+    *cap = h[2];
+    *ts = (int64_t)h[0] * 1000000000 + (int64_t)h[1] * e->in_mul;
+    return 1;
+}
+
+/* The record header step for an enhanced packet block at offset off of buf
+ * (checked by the reader: pcapgro/capture/pcapng.py): its frame and time
+ * ((ticks_hi << 32 | ticks_lo) * in_mul + in_off ns) when it has no
+ * options (block length 32 + the captured length padded to 4), is of
+ * interface in_iface, captured == original length, and its time is one
+ * the output holds (0 <= ts < ts_max); 0 when not (an EPB with options is
+ * the Python engine's: its Packet keeps them). */
+static int epb_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_ssize_t off,
+                      const uint8_t **f, uint32_t *cap, int64_t *ts)
+{
+    if (off < 0 || off + 32 > blen)
+        return 0;
+    uint32_t h[7];
+    memcpy(h, buf + off, 28);
+    if (e->in_swap)
+        for (int k = 0; k < 7; k++)
+            h[k] = bswap32(h[k]);
+    uint64_t bl = 32 + (((uint64_t)h[5] + 3) & ~(uint64_t)3);
+    if (h[0] != BT_EPB || h[1] != bl || h[2] != e->in_iface || h[5] != h[6]
+            || off + (Py_ssize_t)bl > blen)
+        return 0;
+    uint64_t ticks = (uint64_t)h[3] << 32 | h[4];
+    int64_t t;
+    if (ticks > INT64_MAX || __builtin_mul_overflow((int64_t)ticks, e->in_mul, &t)
+            || __builtin_add_overflow(t, e->in_off, &t) || t < 0
+            || t >= (e->ng ? TS_MAX_NG : TS_MAX_PCAP))
+        return 0;
+    *f = buf + off + 28;
+    *cap = h[5];
+    *ts = t;
+    return 1;
+}
+
+/* The frame step: the frame f of cap bytes when this loop handles it (see
+ * the file comment): fills g (but for psum), returns 1; 0 when not
+ * handled.  The checks of the Python reference's classify
+ * (pcapgro/gro/fastpath.py) and inet_gro_receive / tcp4_gro_receive for
+ * this one case. */
+static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, Seg *g)
+{
+    if (cap < 20 + 8)
+        return 0;
     /* the link layer (linklayer.network_layer): Ethernet, then up to
      * MAXTAGS VLAN tags (vlan_gro_receive); Linux cooked v1 / v2; raw IP */
     uint32_t l3, et, tags = 0;
@@ -1053,8 +1123,20 @@ static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
     g->psum = 0;
     g->partial = 0;
     g->df = frag & 0x4000;
-    *ts = (int64_t)h[0] * 1000000000 + (int64_t)h[1] * mul;
     return 1;
+}
+
+/* The record at offset off of buf (a classic pcap record or an EPB, as
+ * in_epb says) when this loop handles it: fills g (but for psum) and *ts,
+ * returns 1; 0 when not handled. */
+static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
+                        Py_ssize_t off, Seg *g, int64_t *ts)
+{
+    const uint8_t *f;
+    uint32_t cap;
+    if (!(e->in_epb ? epb_header : pcap_header)(e, buf, blen, off, &f, &cap, ts))
+        return 0;
+    return parse_frame(e, f, cap, g);
 }
 
 /* The payload sum of g when checksums are verified (0 when the TCP checksum
@@ -1186,19 +1268,40 @@ static PyObject *run_end(Engine *e, Py_ssize_t i)
                          e->outbytes);
 }
 
-/* run(buf, recs, start, base, mul, swap, last_ts, have_last, last_out_ts)
- * -> (k, out: bytes, n_out, max_caplen, last_ts, have_last, last_out_ts) */
+/* the input records of a run() / scan(): classic pcap (iface < 0) with
+ * fraction unit mul, or EPBs of interface iface with time ticks * mul +
+ * off; swap: not in host byte order.  Classic pcap output is in the input's
+ * format unless output() said otherwise. */
+static void set_input(Engine *e, int linktype, long long mul, int swap, long long iface,
+                      long long off)
+{
+    e->linktype = linktype;
+    e->in_epb = iface >= 0;
+    e->in_iface = (uint32_t)iface;
+    e->in_mul = mul > 0 ? mul : 1;
+    e->in_off = off;
+    e->in_swap = swap;
+    if (!e->out_fixed) {
+        e->swap = swap;
+        e->mul = e->in_mul;
+    }
+}
+
+/* run(buf, recs, start, base, mul, swap, last_ts, have_last, last_out_ts
+ * [, linktype, iface, off]) -> (k, out: bytes, n_out, max_caplen, last_ts,
+ * have_last, last_out_ts, captured bytes out); iface >= 0: EPBs (set_input) */
 static PyObject *Engine_run(Engine *e, PyObject *args)
 {
     Py_buffer view;
     PyObject *recs;
     Py_ssize_t start;
-    long long base, mul, last_ts, last_out_ts;
+    long long base, mul, last_ts, last_out_ts, iface = -1, ts_off = 0;
     int swap, have_last, linktype = 1;
-    if (!PyArg_ParseTuple(args, "y*O!nLLpLpL|i", &view, &PyList_Type, &recs, &start, &base,
-                          &mul, &swap, &last_ts, &have_last, &last_out_ts, &linktype))
+    if (!PyArg_ParseTuple(args, "y*O!nLLpLpL|iLL", &view, &PyList_Type, &recs, &start, &base,
+                          &mul, &swap, &last_ts, &have_last, &last_out_ts, &linktype, &iface,
+                          &ts_off))
         return NULL;
-    e->linktype = linktype;
+    set_input(e, linktype, mul, swap, iface, ts_off);
     const uint8_t *buf = view.buf;
     Py_ssize_t blen = view.len;
     Py_ssize_t n = PyList_GET_SIZE(recs);
@@ -1206,8 +1309,6 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
         PyBuffer_Release(&view);
         return NULL;
     }
-    e->swap = swap;
-    e->mul = mul > 0 ? mul : 1;
     e->last_ts = last_ts;
     e->have_last = have_last;
     e->last_out_ts = last_out_ts;
@@ -1216,7 +1317,7 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
         Seg g;
         int64_t ts;
         Py_ssize_t off = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i));
-        if (!parse_record(e, buf, blen, off, swap, e->mul, &g, &ts) || !seg_csum(e, &g, 1))
+        if (!parse_record(e, buf, blen, off, &g, &ts) || !seg_csum(e, &g, 1))
             break;
         poll_boundary(e, ts);
         e->have_last = 1;
@@ -1231,28 +1332,27 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
     return run_end(e, i);
 }
 
-/* scan(buf, recs, start, mul, swap, run) -> the index i of the first record
- * from start on such that run() handles records i .. i+run-1 (those before
- * len(recs)); len(recs) when none: where a hand-over to the Python engine
- * may end (issue 18.7).  Counts nothing. */
+/* scan(buf, recs, start, mul, swap, run[, linktype, iface, off]) -> the
+ * index i of the first record from start on such that run() handles
+ * records i .. i+run-1 (those before len(recs)); len(recs) when none: where
+ * a hand-over to the Python engine may end (issue 18.7).  Counts nothing. */
 static PyObject *Engine_scan(Engine *e, PyObject *args)
 {
     Py_buffer view;
     PyObject *recs;
     Py_ssize_t start, run;
-    long long mul;
+    long long mul, iface = -1, ts_off = 0;
     int swap, linktype = 1;
-    if (!PyArg_ParseTuple(args, "y*O!nLpn|i", &view, &PyList_Type, &recs, &start, &mul,
-                          &swap, &run, &linktype))
+    if (!PyArg_ParseTuple(args, "y*O!nLpn|iLL", &view, &PyList_Type, &recs, &start, &mul,
+                          &swap, &run, &linktype, &iface, &ts_off))
         return NULL;
-    e->linktype = linktype;
+    set_input(e, linktype, mul, swap, iface, ts_off);
     Py_ssize_t n = PyList_GET_SIZE(recs), i, first = -1;
     for (i = start < 0 ? 0 : start; i < n; i++) {
         Seg g;
         int64_t ts;
         Py_ssize_t off = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i));
-        if (parse_record(e, view.buf, view.len, off, swap, mul > 0 ? mul : 1, &g, &ts)
-                && seg_csum(e, &g, 0)) {
+        if (parse_record(e, view.buf, view.len, off, &g, &ts) && seg_csum(e, &g, 0)) {
             if (first < 0)
                 first = i;
             if (i - first + 1 >= run)
@@ -1352,6 +1452,35 @@ fail:
     return NULL;
 }
 
+/* output(swap, unit, off, iface): the layout of the records written from
+ * now on (call while nothing is held).  pcapng: EPBs on interface iface,
+ * not in host byte order when swap, timestamps (ts - off) // unit; classic
+ * pcap: records not in host byte order when swap, fraction unit `unit` ns
+ * (1 or 1000) -- else the input's format. */
+static PyObject *Engine_output(Engine *e, PyObject *args)
+{
+    int swap;
+    long long unit, off;
+    unsigned long iface;
+    if (!PyArg_ParseTuple(args, "pLLk", &swap, &unit, &off, &iface))
+        return NULL;
+    if (unit <= 0 || iface > 0xFFFFFFFFul || (!e->ng && unit != 1 && unit != 1000)) {
+        PyErr_SetString(PyExc_ValueError, "output: bad unit or interface");
+        return NULL;
+    }
+    if (e->ng) {
+        e->ng_swap = swap;
+        e->ng_div = unit;
+        e->ng_off = off;
+        e->ng_iface = (uint32_t)iface;
+    } else {
+        e->out_fixed = 1;
+        e->swap = swap;
+        e->mul = unit;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *Engine_held(Engine *e, void *closure)
 {
     return PyLong_FromLong(e->nheld);
@@ -1378,13 +1507,17 @@ static int Engine_set_in_poll(Engine *e, PyObject *v, void *closure)
 
 static PyMethodDef Engine_methods[] = {
     {"run", (PyCFunction)Engine_run, METH_VARARGS,
-     "run(buf, recs, start, base, mul, swap, last_ts, have_last, last_out_ts) -> "
-     "(k, out, n_out, max_caplen, last_ts, have_last, last_out_ts): GRO over the "
-     "classic pcap records at offsets recs[start:] of buf until the first one not "
-     "handled here (index k); out: the records handed up, in the input's format."},
+     "run(buf, recs, start, base, mul, swap, last_ts, have_last, last_out_ts[, linktype, "
+     "iface, off]) -> (k, out, n_out, max_caplen, last_ts, have_last, last_out_ts, "
+     "nbytes): GRO over the classic pcap records (iface < 0) or EPBs of interface iface "
+     "at offsets recs[start:] of buf until the first one not handled here (index k); "
+     "out: the records handed up (output())."},
     {"scan", (PyCFunction)Engine_scan, METH_VARARGS,
-     "scan(buf, recs, start, mul, swap, run) -> index of the first record from start "
-     "on that begins run records run() handles (len(recs) when none); counts nothing"},
+     "scan(buf, recs, start, mul, swap, run[, linktype, iface, off]) -> index of the first "
+     "record from start on that begins run records run() handles (len(recs) when none); "
+     "counts nothing"},
+    {"output", (PyCFunction)Engine_output, METH_VARARGS,
+     "output(swap, unit, off, iface): the layout of the records written from now on"},
     {"stats", (PyCFunction)Engine_stats, METH_NOARGS,
      "stats() -> (flush, passed, verified, seed, singles, aggregates, segments, hist, "
      "aggregates by kind, segments by kind); resets"},
@@ -1477,6 +1610,93 @@ static PyObject *py_records(PyObject *self, PyObject *args)
         cl = -1;
     }
     return Py_BuildValue("NLL", recs, p, cl);
+}
+
+static inline uint32_t rd32(const uint8_t *p, int big)
+{
+    return big ? be32(p) : ((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16)
+                            | ((uint32_t)p[3] << 24));
+}
+
+/* a pcapng option list b[p:end] as parse_options (pcapng.py) walks it: 0
+ * when an option runs past end */
+static int options_ok(const uint8_t *b, uint64_t p, uint64_t end, int big)
+{
+    while (p + 4 <= end) {
+        uint32_t code = big ? be16(b + p) : b[p] | (uint32_t)b[p + 1] << 8;
+        uint32_t ln = big ? be16(b + p + 2) : b[p + 2] | (uint32_t)b[p + 3] << 8;
+        if (code == 0)
+            return 1;
+        if (p + 4 + ln > end)
+            return 0;
+        p += 4 + ((ln + 3) & ~3u);
+    }
+    return 1;
+}
+
+/* the interface of the EPB at b[pos:] (at least 32 bytes before end) and
+ * its block length *bl and captured length *cl when the reader's checks
+ * pass (PcapngReader._epb: length a multiple of 4, >= 32, whole before
+ * end, equal to the trailing length, holding the captured bytes;
+ * interface < nifs; options not running past the block); -1 when not */
+static long long epb_ok(const uint8_t *b, uint64_t pos, uint64_t end, int big, long long nifs,
+                        uint32_t *bl, uint32_t *cl)
+{
+    const uint8_t *r = b + pos;
+    uint32_t n = rd32(r + 4, big), c = rd32(r + 20, big);
+    uint64_t e = pos + n, oe = pos + 28 + (((uint64_t)c + 3) & ~(uint64_t)3);
+    if (rd32(r, big) != BT_EPB || n < 32 || n & 3 || e > end || rd32(b + e - 4, big) != n
+            || oe > e - 4 || (long long)rd32(r + 8, big) >= nifs)
+        return -1;
+    if (oe < e - 4 && !options_ok(b, oe, e - 4, big))
+        return -1;
+    *bl = n;
+    *cl = c;
+    return rd32(r + 8, big);
+}
+
+/* epbs(buf, pos, end, bigendian, nifs, recs) -> (pos, iface, nbytes): the
+ * EPB run walk of pcapgro/capture/pcapng.py (_epb_run, its Python twin
+ * _epb_run_py): appends to recs the offsets of the consecutive EPBs from
+ * pos on that pass the reader's checks (epb_ok), all of the first one's
+ * interface, and stops at the first block that is not one of them (any
+ * other block, a damaged or cut one: the reader's own loop takes it).
+ * pos: where it stopped; iface: the run's (-1 when none); nbytes: their
+ * captured bytes. */
+static PyObject *py_epbs(PyObject *self, PyObject *args)
+{
+    Py_buffer v;
+    Py_ssize_t pos, end;
+    long long nifs, iface = -1;
+    int big;
+    PyObject *recs;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nnpLO!", &v, &pos, &end, &big, &nifs, &PyList_Type, &recs))
+        return NULL;
+    if (end > v.len || pos < 0) {
+        PyBuffer_Release(&v);
+        PyErr_SetString(PyExc_ValueError, "epbs: bad bounds");
+        return NULL;
+    }
+    unsigned long long nbytes = 0;
+    uint32_t bl, cl;
+    while (end - pos >= 32) {
+        long long i = epb_ok(v.buf, (uint64_t)pos, (uint64_t)end, big, nifs, &bl, &cl);
+        if (i < 0 || (iface >= 0 && i != iface))
+            break;
+        PyObject *o = PyLong_FromSsize_t(pos);
+        if (!o || PyList_Append(recs, o) < 0) {
+            Py_XDECREF(o);
+            PyBuffer_Release(&v);
+            return NULL;
+        }
+        Py_DECREF(o);
+        iface = i;
+        nbytes += cl;
+        pos += bl;
+    }
+    PyBuffer_Release(&v);
+    return Py_BuildValue("nLK", pos, iface, nbytes);
 }
 
 /* buffer(n) -> a bytearray of n bytes, not zeroed */
@@ -1586,6 +1806,9 @@ static PyMethodDef module_methods[] = {
     {"records", py_records, METH_VARARGS,
      "records(buf, pos, end, hl, bigendian) -> (recs, pos, cl): the classic pcap "
      "record walk of PcapReader._chunks"},
+    {"epbs", py_epbs, METH_VARARGS,
+     "epbs(buf, pos, end, bigendian, nifs, recs) -> (pos, iface, nbytes): the EPB run "
+     "walk of PcapngReader (pcapgro/capture/pcapng.py _epb_run)"},
     {"buffer", py_buffer, METH_VARARGS,
      "buffer(n) -> bytearray of n bytes, not zeroed"},
     {"restore_rows", py_restore_rows, METH_VARARGS,

@@ -20,7 +20,9 @@ A transform that is the ``process`` method of an object with
 ``transform_batches`` (:class:`pcapgro.gro.GROEngine`) is run list in, list
 out instead: the reader's batches go in whole (from classic pcap, as
 ``RecordChunk`` objects: records not yet made into Packets, see
-``PcapReader.batches(lazy=True)``) and each list that comes out goes to
+``PcapReader.batches(lazy=True)``; from pcapng, runs of EPBs as
+``EpbChunk`` objects, ``PcapngReader.batches(lazy=True)``) and each list
+that comes out goes to
 ``write_batch``.  Same events out; no per-event generator step.  A writer
 with ``takes_parts`` (classic pcap) gets aggregates as lists of parts
 (``GROEngine.parts_out``): their payloads are never copied in Python.
@@ -103,12 +105,13 @@ def _events_through(reader, writer, transform, progress):
 
 def _batches_through(reader, writer, tb, progress):
     """run() for a transform that takes and gives lists (``tb``:
-    GROEngine.transform_batches): a classic pcap reader's chunks go in
-    lazily (RecordChunks), and the engine is told what the writer takes
+    GROEngine.transform_batches): a classic pcap or pcapng reader's chunks
+    go in lazily (RecordChunks, EpbChunks), and the engine is told what the writer takes
     as it is (aggregates as parts; records or EPBs the compiled core lays
     out)."""
     wb = writer.write_batch
-    lazy = getattr(reader, "format", None) == "pcap" and hasattr(reader, "_chunks")
+    lazy = ((getattr(reader, "format", None) == "pcap" and hasattr(reader, "_chunks"))
+            or getattr(reader, "lazy_batches", False))
     eng = getattr(tb, "__self__", None)
     if getattr(writer, "takes_parts", False) and hasattr(eng, "parts_out"):
         # aggregates go to the writer as their parts, not joined
@@ -121,6 +124,10 @@ def _batches_through(reader, writer, tb, progress):
     elif hasattr(eng, "ng_out") and getattr(writer, "accepts_blocks", None) is not None:
         # or as the EPBs it lays out for pcapng output
         eng.ng_out = writer.accepts_blocks(reader)
+    elif hasattr(eng, "raw_layout") and getattr(writer, "record_layout", None) is not None \
+            and getattr(reader, "format", None) == "pcapng":
+        # or as the classic pcap records it lays out as the writer says
+        eng.raw_layout = writer.record_layout
     # the cyclic GC: GRO makes and drops many small objects per chunk
     # but no reference cycles, so its scans of them (a collection per
     # 700 allocations: ~8% of the time) are spaced out here

@@ -219,8 +219,8 @@ class RawRecords:
 
 
 class RawBlocks:
-    """Enhanced Packet Blocks already laid out, on interface 0 of the
-    section being written, in the byte order and timestamp units the
+    """Enhanced Packet Blocks already laid out, on interface ``iface`` of
+    the section being written, in the byte order and timestamp units the
     writer agreed to (:meth:`pcapgro.capture.pcapng.PcapngWriter.accepts_blocks`):
     what the compiled GRO loop hands up for pcapng output, options
     (comments, flags) included (:mod:`pcapgro.gro.cfast`).
@@ -231,16 +231,23 @@ class RawBlocks:
         maxcap: the largest captured length among them, bytes.
         nbytes: their captured bytes in all (packet data, no headers).
         ts:     the latest time written up to and including them, int ns.
+        iface:  their interface (index in the section).
+        layout: None (a classic pcap input's: the section accepts_blocks
+                agreed), or ``(byteorder, unit, off)``: the section's byte
+                order and the interface's timestamp units (ticks ``(ns -
+                off) // unit``) they were laid out for (pcapng input).
     """
 
-    __slots__ = ("data", "n", "maxcap", "nbytes", "ts")
+    __slots__ = ("data", "n", "maxcap", "nbytes", "ts", "iface", "layout")
 
-    def __init__(self, data, n, maxcap, nbytes, ts):
+    def __init__(self, data, n, maxcap, nbytes, ts, iface=0, layout=None):
         self.data = data
         self.n = n
         self.maxcap = maxcap
         self.nbytes = nbytes
         self.ts = ts
+        self.iface = iface
+        self.layout = layout
 
     def __repr__(self):
         return f"RawBlocks(n={self.n}, bytes={len(self.data)})"

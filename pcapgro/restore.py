@@ -197,7 +197,8 @@ def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis, metas=No
     segment): the engine calls it without making a Packet per segment.
     ``metas``: None or a list of ``(row, PacketMeta)`` for the later
     segments that carry metadata, ``row`` their 1-based position in the
-    lists, ascending (the ``m=`` field; empty metadata is left out).
+    lists, ascending (the ``m=`` field, which counts the ``rows0`` rows
+    too; empty metadata is left out).
     The first packet's block type, when not an EPB, is recorded (``b=``).
     ``rows0``: None or the encoded rows (str) of segments before those in
     the lists (the compiled loop's, handed over with the aggregate)."""
@@ -207,7 +208,9 @@ def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis, metas=No
         parts.append(f"f={flags}")
     parts.append(f"h={len(p0.data) - pay0},{_diff1(h0, written_hdr)}")
     rows = _rows(h0, hdrs, dts, lens, dis)
+    n0 = 0                  # rows before those of the lists
     if rows0:
+        n0 = rows0.count(";") + 1
         rows = rows0 + ";" + rows if rows else rows0
     parts.append("s=" + rows)
     if metas:
@@ -215,7 +218,7 @@ def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis, metas=No
         for row, meta in metas:
             items = _meta_items(meta)
             if items:
-                m.append(f"{row}:{items}")
+                m.append(f"{row + n0}:{items}")
         if m:
             parts.append("m=" + ";".join(m))
     text = " ".join(parts)

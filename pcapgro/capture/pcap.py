@@ -98,6 +98,7 @@ class RecordChunk:
     __slots__ = ("buf", "recs", "hl", "byteorder", "linktype", "mul",
                  "off", "cap", "orig", "ts", "mv")
     lazy = True
+    epb = False         # not pcapng EPBs (pcapgro.capture.pcapng.EpbChunk)
 
     def __len__(self):
         return len(self.recs)
@@ -123,6 +124,15 @@ class RecordChunk:
         self.ts = ts.tolist()
         self.mv = memoryview(self.buf)
         return off, cap, orig, ts
+
+    def times(self):
+        """Each record's time, int ns (list; ``columns()[3].tolist()``)."""
+        if getattr(self, "off", None) is not None:
+            return self.ts
+        u = struct.Struct(self.byteorder + "II").unpack_from
+        buf = self.buf
+        mul = self.mul
+        return [s * 1000000000 + f * mul for s, f in [u(buf, r) for r in self.recs]]
 
     def part(self, a, b):
         """A RecordChunk of this one's records ``a..b-1`` (same buffer;
@@ -673,6 +683,17 @@ class PcapWriter(WriterBase):
         nano = reader.nanosecond if self.nanosecond is None else self.nanosecond
         return (not reader.modified and self.packets == 0
                 and bo == reader.byteorder and nano == reader.nanosecond)
+
+    def record_layout(self, linktype):
+        """How the compiled GRO loop may lay out records of link type
+        ``linktype`` from an input this writer cannot copy verbatim (pcapng:
+        :func:`pcapgro.gro.cfast.layout`), to be written with
+        :meth:`write_raw`: ``(byteorder, fraction unit ns)`` (unit 1 or
+        1000) once an Interface of that link type set the writer up, else
+        None (the Python path writes them, or says what is wrong)."""
+        if self._pack is None or linktype != self.linktype:
+            return None
+        return self.byteorder, 1 if self.nanosecond else 1000
 
     def write_raw(self, records, n, maxcaplen):
         """Append ``n`` verbatim records (bytes, this writer's byte order and

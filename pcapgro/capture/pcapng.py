@@ -32,13 +32,13 @@ import sys
 from ..errors import UnusableInput
 from ..record import (Packet, PacketMeta, Interface, Section, Block, RawBlocks,
                       BLOCK_EPB, BLOCK_SPB, BLOCK_PB)
-from ._stream import ByteSource, ByteSink, FLUSH, ReaderBase, WriterBase, warn
+from ._stream import ByteSource, ByteSink, FLUSH, ReaderBase, WriterBase, warn, _native
 
 # Wireshark's WTAP_MAX_PACKET_SIZE_STANDARD and tcpdump's default snaplen:
 # readers refuse larger packets ("cap_len ... is larger than 262144")
 BIG_PACKET = 262144
 
-__all__ = ["PcapngReader", "PcapngWriter", "PCAPNG_MAGIC"]
+__all__ = ["PcapngReader", "PcapngWriter", "EpbChunk", "PCAPNG_MAGIC"]
 
 PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
 SHB, IDB, PB, SPB, EPB = 0x0A0D0D0A, 1, 2, 3, 6
@@ -202,6 +202,141 @@ def _packet_meta(block, opts, bo):
     return PacketMeta(block, comments, flags, other)
 
 
+# struct unpackers by byte order: (block type and length, EPB fields after
+# the block length: interface, time high, time low, captured, original
+# length, EPB fields from the block length on)
+_STRUCTS = {bo: (struct.Struct(bo + "II").unpack_from, struct.Struct(bo + "IIIII").unpack_from,
+                 struct.Struct(bo + "4xIIIIII").unpack_from) for bo in "<>"}
+
+# batches(lazy=True): runs of fewer EPBs than this come as Packets (an
+# EpbChunk costs the GRO engine more than a few Packets)
+MIN_CHUNK = 8
+
+
+def _epb_run_py(buf, pos, end, bo, nifs, recs):
+    """The Python twin of ``_native.epbs`` (pcapgro/_native.c): appends to
+    ``recs`` the offsets of the consecutive EPBs from ``pos`` on that pass
+    the reader's checks (:meth:`PcapngReader._epb`, the block length checks
+    of :meth:`PcapngReader._blocks`), all of the first one's interface;
+    returns ``(pos after them, their interface or -1, captured bytes)``."""
+    tl, _, epb = _STRUCTS[bo]
+    iface = -1
+    nb = 0
+    while end - pos >= 32:
+        bt, bl = tl(buf, pos)
+        e = pos + bl
+        if bt != EPB or bl < 32 or bl & 3 or e > end or tl(buf, e - 8)[1] != bl:
+            break
+        _, i, _, _, cl, _ = epb(buf, pos)
+        oe = pos + 28 + ((cl + 3) & ~3)
+        if oe > e - 4 or i >= nifs or (iface >= 0 and i != iface):
+            break
+        if oe < e - 4:
+            try:
+                parse_options(buf, oe, e - 4, bo, pos)
+            except _Bad:
+                break
+        recs.append(pos)
+        iface = i
+        nb += cl
+        pos = e
+    return pos, iface, nb
+
+
+def _grouped(out, lazy):
+    """What batches() yields for the events ``out`` of one input chunk: the
+    list itself, or (lazy) each EpbChunk alone and the events between them
+    as lists."""
+    if not lazy:
+        if out:
+            yield out
+        return
+    run = []
+    for ev in out:
+        if type(ev) is EpbChunk:
+            if run:
+                yield run
+                run = []
+            yield ev
+        else:
+            run.append(ev)
+    if run:
+        yield run
+
+
+class EpbChunk:
+    """A run of EPBs of one interface in one input chunk, not yet made into
+    Packets: what :meth:`PcapngReader.batches` yields for it with
+    ``lazy=True`` (the duck type of :class:`pcapgro.capture.pcap.RecordChunk`).
+
+    Attributes:
+        buf:       the chunk (bytes).
+        recs:      offset in ``buf`` of each EPB (its block type).
+        hl:        28: a packet's bytes start at ``rec + 28``.
+        byteorder: the section's, '<' or '>'.
+        linktype, iface: the interface's link type and index.
+        mul, tsoff, conv: the interface's timestamp conversion
+                   (:func:`ts_to_ns`): a packet's time is ``ticks * mul +
+                   tsoff`` ns when ``conv`` is None (decimal resolutions
+                   10^-k, k <= 9: the compiled GRO loop takes those), else
+                   ``conv(ticks)``.
+    Every EPB passed the reader's checks (options included): the Packets
+    made here are those :meth:`PcapngReader.batches` makes without lazy.
+    """
+
+    __slots__ = ("buf", "recs", "hl", "byteorder", "linktype", "iface", "mul", "tsoff", "conv")
+    lazy = True
+    epb = True          # what tells it from a RecordChunk (whose hl may be 28 too)
+
+    def __len__(self):
+        return len(self.recs)
+
+    def part(self, a, b):
+        """An EpbChunk of this one's EPBs ``a..b-1`` (same buffer)."""
+        c = EpbChunk()
+        for k in self.__slots__:
+            setattr(c, k, getattr(self, k))
+        c.recs = self.recs[a:b]
+        return c
+
+    def times(self):
+        """Each packet's time, int ns (list)."""
+        u = _STRUCTS[self.byteorder][2]
+        buf = self.buf
+        mul, off, conv = self.mul, self.tsoff, self.conv
+        if conv is None:
+            return [(hi << 32 | lo) * mul + off
+                    for _, _, hi, lo, _, _ in [u(buf, r) for r in self.recs]]
+        return [conv(hi << 32 | lo) for _, _, hi, lo, _, _ in [u(buf, r) for r in self.recs]]
+
+    def packet(self, i):
+        """Packet ``i``."""
+        return self._make(self.recs[i:i + 1])[0]
+
+    def packets(self):
+        """Every packet (a list of :class:`Packet`)."""
+        return self._make(self.recs)
+
+    def _make(self, recs):
+        u = _STRUCTS[self.byteorder][2]
+        buf = self.buf
+        bo = self.byteorder
+        mul, off, conv, lt = self.mul, self.tsoff, self.conv, self.linktype
+        P = Packet
+        out = []
+        app = out.append
+        for r in recs:
+            bl, iface, hi, lo, cl, ol = u(buf, r)
+            s = r + 28
+            oe = s + ((cl + 3) & ~3)
+            e = r + bl - 4
+            t = hi << 32 | lo
+            app(P(t * mul + off if conv is None else conv(t), buf[s:s + cl], ol, iface, lt,
+                  None if oe == e else
+                  _packet_meta(BLOCK_EPB, parse_options(buf, oe, e, bo, r), bo)))
+        return out
+
+
 class PcapngReader(ReaderBase):
     """Reads a pcapng file from a binary file object, without seeking.
 
@@ -210,7 +345,8 @@ class PcapngReader(ReaderBase):
     ns with if_tsoffset applied; SPB: ts 0, iface 0, caplen from the block
     and the IDB snaplen, ``meta.block == BLOCK_SPB``; EPB without options:
     ``meta`` None), :class:`Block` for other blocks kept verbatim.
-    :meth:`batches` yields the same events as lists (faster).
+    :meth:`batches` yields the same events as lists (faster); with
+    ``lazy=True`` runs of EPBs come as :class:`EpbChunk` objects.
 
     Attributes: ``format`` 'pcapng'; ``nanosecond`` True once an interface
     finer than 1 us has been read; ``bytes_read``; ``packets`` and
@@ -224,6 +360,7 @@ class PcapngReader(ReaderBase):
     """
 
     format = "pcapng"
+    lazy_batches = True     # batches(lazy=True): pcapgro.pipeline.run for GRO
 
     def __init__(self, f, head=b"", name="input"):
         self.name = name
@@ -281,104 +418,155 @@ class PcapngReader(ReaderBase):
             self.nanosecond = True
         return Interface(lt, snap, tsresol, tsoffset, other)
 
-    def batches(self):
-        """Yield lists of events in block order (one list per ~1 MiB chunk).
+    def batches(self, lazy=False):
+        """Yield lists of events in block order (one list per input chunk).
 
-        The EPB branch is inline (it is the per-packet path); every other
-        block type goes to :meth:`_other_block`, the end of a chunk to
+        With ``lazy``, a run of at least ``MIN_CHUNK`` consecutive EPBs of
+        one interface within a chunk comes as one :class:`EpbChunk` instead
+        (between lists of the events before and after it): what the GRO
+        engine takes (:mod:`pcapgro.gro.cfast`).  Runs of EPBs are walked by
+        :meth:`_epb_run` (compiled), or by :attr:`epb_hook` when set; every
+        other block by :meth:`_blocks`; the end of a chunk goes to
         :meth:`_next_chunk`.  Raises as the class docstring says."""
         src = self._src
         buf = src.buf
         pos = 0
         end = len(buf)
-        P = Packet
-        bo = BOM[buf[8:12]]
-        tl = struct.Struct(bo + "II").unpack_from
-        epb = struct.Struct(bo + "IIIII").unpack_from
+        self._bo = BOM[buf[8:12]]
+        self._first = True
         ifs = []        # per interface: (linktype, mul, off, conv, snaplen)
-        first = True
         hook = self.epb_hook
+        if hook is not None:
+            take = hook
+        else:
+            take = self._epb_chunks if lazy else self._epb_packets
+        if lazy:
+            src.direct_reads()      # the chunks are walked in place: no join copy
         while True:
             out = []
-            app = out.append
-            need = 12
-            n0 = 0
-            nb = 0
             try:
-                while end - pos >= 12:
-                    if hook is not None:
-                        pos, n0, nb = hook(buf, pos, end, bo, ifs, out, n0, nb)
-                        if end - pos < 12:
-                            break
-                    bt, bl = tl(buf, pos)
-                    if bt == SHB:
-                        sbo = BOM.get(buf[pos + 8:pos + 12])
-                        if sbo is None:
-                            raise _Bad(pos, "section header block with a bad byte-order magic")
-                        if sbo != bo:
-                            bo = sbo
-                            tl = struct.Struct(bo + "II").unpack_from
-                            epb = struct.Struct(bo + "IIIII").unpack_from
-                            bt, bl = tl(buf, pos)
-                    e = pos + bl
-                    if e > end:
-                        if bl < 12 or bl & 3 or bl > MAX_BLOCK:
-                            raise _Bad(pos, f"bad block length {bl} (block type 0x{bt:08x})")
-                        need = bl
-                        break
-                    if bl < 12 or bl & 3:
-                        raise _Bad(pos, f"bad block length {bl} (block type 0x{bt:08x})")
-                    if tl(buf, e - 8)[1] != bl:
-                        raise _Bad(pos, f"block total length {bl} does not match its "
-                                        f"trailing length {tl(buf, e - 8)[1]}")
-                    if bt == EPB:
-                        if bl < 32:
-                            raise _Bad(pos, f"bad block length {bl} for an enhanced packet block")
-                        iface, hi, lo, cl, ol = epb(buf, pos + 8)
-                        s = pos + 28
-                        oe = s + ((cl + 3) & ~3)
-                        if oe > e - 4:
-                            raise _Bad(pos, f"bad block length {bl} for an enhanced packet "
-                                            f"block of captured length {cl}")
-                        try:
-                            lt, mul, off, conv, _ = ifs[iface]
-                        except IndexError:
-                            raise _Bad(pos, f"packet for interface {iface}, but the section "
-                                            f"has {len(ifs)} interface(s)") from None
-                        ticks = hi << 32 | lo
-                        app(P(ticks * mul + off if conv is None else conv(ticks),
-                              buf[s:s + cl], ol, iface, lt,
-                              None if oe == e - 4 else
-                              _packet_meta(BLOCK_EPB, parse_options(buf, oe, e - 4, bo, pos), bo)))
-                        n0 += 1
-                        nb += cl
-                    else:
-                        ev = self._other_block(bt, buf, pos, e, bl, bo, ifs)
-                        if ev is not None:
-                            app(ev)
-                            if type(ev) is P:
-                                n0 += 1
-                                nb += len(ev.data)
-                            elif bt == SHB:
-                                first = False
-                    pos = e
+                pos, need = self._blocks(buf, pos, end, ifs, out, take)
             except _Bad as b:
-                self.packets += n0
-                self.packet_bytes += nb
-                if out:
-                    yield out
-                if first and b.pos == 0:
+                yield from _grouped(out, lazy)
+                if self._first and b.pos == 0:
                     raise UnusableInput(f"{self.name}: {b.problem}") from None
                 raise src.damaged(b.pos, b.problem) from None
-            self.packets += n0
-            self.packet_bytes += nb
-            if out:
-                yield out
-            buf = self._next_chunk(pos, end, need, first)
+            yield from _grouped(out, lazy)
+            buf = self._next_chunk(pos, end, need, self._first)
             if buf is None:
                 return
             pos = 0
             end = len(buf)
+
+    def _blocks(self, buf, pos, end, ifs, out, take):
+        """The whole blocks of ``buf`` from ``pos`` on: their events appended
+        to ``out``, runs of EPBs by ``take(buf, pos, end, bo, ifs, out,
+        packets, bytes) -> (pos, packets, bytes)``, the others here; the
+        reader's counters counted.  Returns ``(pos, need)``: where the
+        first block not whole in ``buf`` starts, and how many bytes from
+        there are needed.  Raises _Bad."""
+        bo = self._bo
+        tl = _STRUCTS[bo][0]
+        app = out.append
+        n0 = nb = 0
+        try:
+            while end - pos >= 12:
+                p0 = pos
+                pos, n0, nb = take(buf, pos, end, bo, ifs, out, n0, nb)
+                if pos != p0:
+                    continue        # the next run may start here (another interface)
+                bt, bl = tl(buf, pos)
+                if bt == SHB:
+                    sbo = BOM.get(buf[pos + 8:pos + 12])
+                    if sbo is None:
+                        raise _Bad(pos, "section header block with a bad byte-order magic")
+                    if sbo != bo:
+                        self._bo = bo = sbo
+                        tl = _STRUCTS[bo][0]
+                        bt, bl = tl(buf, pos)
+                e = pos + bl
+                if e > end:
+                    if bl < 12 or bl & 3 or bl > MAX_BLOCK:
+                        raise _Bad(pos, f"bad block length {bl} (block type 0x{bt:08x})")
+                    return pos, bl
+                if bl < 12 or bl & 3:
+                    raise _Bad(pos, f"bad block length {bl} (block type 0x{bt:08x})")
+                if tl(buf, e - 8)[1] != bl:
+                    raise _Bad(pos, f"block total length {bl} does not match its "
+                                    f"trailing length {tl(buf, e - 8)[1]}")
+                if bt == EPB:
+                    ev = self._epb(buf, pos, e, bl, bo, ifs)
+                else:
+                    ev = self._other_block(bt, buf, pos, e, bl, bo, ifs)
+                if ev is not None:
+                    app(ev)
+                    if type(ev) is Packet:
+                        n0 += 1
+                        nb += len(ev.data)
+                    elif bt == SHB:
+                        self._first = False
+                pos = e
+            return pos, 12
+        finally:
+            self.packets += n0
+            self.packet_bytes += nb
+
+    def _epb_run(self, buf, pos, end, bo, ifs):
+        """The run of EPBs from ``pos`` that the reader's checks pass (as
+        :meth:`_epb`), all of one interface: an EpbChunk of them (empty
+        when none), the position after them and their captured bytes."""
+        c = EpbChunk()
+        c.buf = buf
+        c.recs = recs = []
+        c.hl = 28
+        c.byteorder = bo
+        if _native is not None:
+            pos, iface, nb = _native.epbs(buf, pos, end, bo == ">", len(ifs), recs)
+        else:
+            pos, iface, nb = _epb_run_py(buf, pos, end, bo, len(ifs), recs)
+        if recs:
+            c.iface = iface
+            c.linktype, c.mul, c.tsoff, c.conv, _ = ifs[iface]
+        return c, pos, nb
+
+    def _epb_chunks(self, buf, pos, end, bo, ifs, out, n0, nb):
+        """batches(lazy=True)'s ``take``: a run of EPBs as one EpbChunk
+        (as Packets when shorter than MIN_CHUNK)."""
+        c, pos, k = self._epb_run(buf, pos, end, bo, ifs)
+        n = len(c.recs)
+        if n >= MIN_CHUNK:
+            out.append(c)
+        elif n:
+            out += c.packets()
+        return pos, n0 + n, nb + k
+
+    def _epb_packets(self, buf, pos, end, bo, ifs, out, n0, nb):
+        """batches()'s ``take``: a run of EPBs as Packets."""
+        c, pos, k = self._epb_run(buf, pos, end, bo, ifs)
+        if c.recs:
+            out += c.packets()
+        return pos, n0 + len(c.recs), nb + k
+
+    def _epb(self, buf, pos, e, bl, bo, ifs):
+        """The Packet of one EPB at ``buf[pos:e]`` (its length already
+        checked against the trailer) that no run took.  Raises _Bad."""
+        if bl < 32:
+            raise _Bad(pos, f"bad block length {bl} for an enhanced packet block")
+        iface, hi, lo, cl, ol = _STRUCTS[bo][1](buf, pos + 8)
+        s = pos + 28
+        oe = s + ((cl + 3) & ~3)
+        if oe > e - 4:
+            raise _Bad(pos, f"bad block length {bl} for an enhanced packet "
+                            f"block of captured length {cl}")
+        try:
+            lt, mul, off, conv, _ = ifs[iface]
+        except IndexError:
+            raise _Bad(pos, f"packet for interface {iface}, but the section "
+                            f"has {len(ifs)} interface(s)") from None
+        ticks = hi << 32 | lo
+        return Packet(ticks * mul + off if conv is None else conv(ticks), buf[s:s + cl], ol,
+                      iface, lt, None if oe == e - 4 else
+                      _packet_meta(BLOCK_EPB, parse_options(buf, oe, e - 4, bo, pos), bo))
 
     def _other_block(self, bt, buf, pos, e, bl, bo, ifs):
         """One block other than an EPB at ``buf[pos:e]`` (its length already
@@ -584,14 +772,29 @@ class PcapngWriter(WriterBase):
 
     def accepts_blocks(self, reader):
         """The EPB layout the compiled GRO loop may write for ``reader``'s
-        records, or None: ``(byteorder, div)`` when ``reader`` is a classic
-        pcap (16-byte record headers, no FCS) and nothing is written yet;
-        its header events then become this section's SHB and its one IDB
-        (interface 0, if_tsresol 9 or 6, no offset): EPB timestamps are
-        ``ns // div``, fields in ``byteorder`` ('<' or '>')."""
+        records, or None; nothing may be written yet.
+
+        ``(byteorder, div)`` when ``reader`` is a classic pcap (16-byte
+        record headers, no FCS): its header events then become this
+        section's SHB and its one IDB (interface 0, if_tsresol 9 or 6, no
+        offset): EPB timestamps are ``ns // div``, fields in ``byteorder``
+        ('<' or '>').
+
+        ``(byteorder, None)`` when ``reader`` is a pcapng reader: its
+        Section and Interface events become this file's SHBs and IDBs one
+        for one, so a packet's interface index is its input one, and the
+        EPBs are laid out per interface (RawBlocks.layout: its timestamp
+        units, the section's byte order: ``byteorder``, or each section's
+        own when None)."""
         from .pcap import PcapReader
-        if (type(reader) is not PcapReader or reader.modified or reader.fcs_len is not None
-                or self.packets or self._bo is not None):
+        if self.packets or self._bo is not None:
+            return None
+        if type(reader) is PcapngReader:
+            bo = self.byteorder
+            if bo is not None and bo not in ("<", ">"):
+                bo = NATIVE
+            return (bo, None)
+        if type(reader) is not PcapReader or reader.modified or reader.fcs_len is not None:
             return None
         bo = self.byteorder or reader.byteorder
         if bo not in ("<", ">"):
@@ -601,14 +804,21 @@ class PcapngWriter(WriterBase):
 
     def _raw_blocks(self, ev):
         """Append RawBlocks ``ev`` (laid out as :meth:`accepts_blocks`
-        agreed).  Raises ValueError when the section written since is not
-        the one agreed (a bug, not bad input)."""
-        agreed = getattr(self, "_agreed", None)
-        if (agreed is None or len(self._ifs) != 1 or self._bo != agreed[0]
-                or self._ifs[0][:3] != (agreed[1], 0, None)):
-            raise ValueError("RawBlocks for a section other than the one agreed")
-        rec = self._ifs[0][4]
-        if ev.maxcap > self._ifs[0][3] and ev.maxcap > rec[2]:
+        agreed, or as ``ev.layout`` says).  Raises ValueError when the
+        section written since is not the one agreed, or its interface
+        ``ev.iface`` not the one laid out for (a bug, not bad input)."""
+        ifs = self._ifs
+        lay = ev.layout
+        if lay is None:
+            agreed = getattr(self, "_agreed", None)
+            if (agreed is None or len(ifs) != 1 or self._bo != agreed[0]
+                    or ifs[0][:3] != (agreed[1], 0, None)):
+                raise ValueError("RawBlocks for a section other than the one agreed")
+        elif (ev.iface >= len(ifs) or self._bo != lay[0]
+                or ifs[ev.iface][:3] != (lay[1], lay[2], None)):
+            raise ValueError("RawBlocks for an interface other than the one laid out for")
+        rec = ifs[ev.iface][4]
+        if ev.maxcap > ifs[ev.iface][3] and ev.maxcap > rec[2]:
             rec[2] = ev.maxcap
         sink = self._sink
         sink.parts.append(ev.data)

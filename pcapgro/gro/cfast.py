@@ -1,11 +1,13 @@
-"""The compiled fast path: classic pcap chunks of IPv4/IPv6 TCP and UDP
-behind Ethernet (VLAN-tagged or not), Linux cooked (SLL, SLL2) or raw IP
-link headers, standard or fraglist GRO, in C.
+"""The compiled fast path: classic pcap chunks and pcapng runs of EPBs of
+IPv4/IPv6 TCP and UDP behind Ethernet (VLAN-tagged or not), Linux cooked
+(SLL, SLL2) or raw IP link headers, standard or fraglist GRO, in C.
 
 :mod:`pcapgro._native` (``pcapgro/_native.c``, built by ``setup.py`` when a
-C compiler is there; optional) runs GRO over the records of a classic pcap
-chunk in place, one flat loop for the common case, and writes what is
-handed up as pcap records in the input's format (:class:`RawRecords`).
+C compiler is there; optional) runs GRO over the records of an input chunk
+in place (a pcap reader's RecordChunk, or a pcapng reader's EpbChunk: EPBs
+of one interface), one flat loop for the common case, and writes what is
+handed up as classic pcap records (:class:`RawRecords`) or EPBs
+(:class:`RawBlocks`).
 The kernel inlines its GRO fast path for the same reason: per-packet calls
 cost; in CPython they cost ~100 times more.
 
@@ -26,13 +28,16 @@ Used when the input is classic pcap and the output either classic pcap
 of the input's byte order and resolution (``GROEngine.raw_out``, no
 annotations) or pcapng (``GROEngine.ng_out``: the loop writes the EPBs,
 with the comments, TSO flag and restore records of annotated output, as
-:class:`RawBlocks`; ``pcapgro/_annotate.h``), and the configuration is one
-the loop models: standard or fraglist GRO (fraglist: no local sockets), the
-gap poll model, with or without a NAPI budget and gro_flush_timeout.  An
-aggregate handed over carries the restore rows of what the loop merged
-(``Agg.rows0``).  The poll count (``GROEngine.in_poll``) goes to the loop
-and back with each run.  ``PCAPGRO_NO_C=1`` in the environment turns it
-off.
+:class:`RawBlocks`; ``pcapgro/_annotate.h``); or when the input is pcapng
+(EPBs without options, of a decimal timestamp resolution) and the output
+pcapng (EPBs on the packet's own interface in its own units) or classic
+pcap as the writer lays it out (``GROEngine.raw_layout``, no annotations):
+see :func:`layout`; and the configuration is one the loop models: standard
+or fraglist GRO (fraglist: no local sockets), the gap poll model, with or
+without a NAPI budget and gro_flush_timeout.  An aggregate handed over
+carries the restore rows of what the loop merged (``Agg.rows0``).  The poll
+count (``GROEngine.in_poll``) goes to the loop and back with each run.
+``PCAPGRO_NO_C=1`` in the environment turns it off.
 """
 
 import os
@@ -46,7 +51,7 @@ try:  # the extension is optional (no C compiler at install time)
 except ImportError:          # pragma: no cover - depends on the build
     _native = None
 
-__all__ = ["available", "usable", "poll_start", "CEngine", "FLUSH_CODES", "PASS_CODES",
+__all__ = ["available", "usable", "layout", "poll_start", "CEngine", "FLUSH_CODES", "PASS_CODES",
            "LINKTYPES"]
 
 # the link types the loop walks (linklayer.network_layer's): EN10MB, Linux
@@ -112,6 +117,40 @@ def poll_start(eng, ts):
     return True
 
 
+def layout(lb, eng):
+    """How the compiled loop would write the records of chunk ``lb`` (a
+    pcap reader's RecordChunk or a pcapng reader's EpbChunk) for GROEngine
+    ``eng``: ``(iface, swap, unit, off)`` for ``_native.Engine.output``
+    (pcapng: EPBs on interface ``iface``, timestamps ``(ns - off) //
+    unit``; classic pcap: fraction unit ``unit`` ns; ``swap``: not in host
+    byte order), or None when it does not take the chunk.
+
+    RecordChunk (16-byte record headers): pcapng output as ``eng.ng_out`` agreed (interface 0), or
+    classic pcap in the input's format (``eng.raw_out``, not annotated).
+    EpbChunk of a decimal timestamp resolution (``conv`` None): pcapng
+    output on the packets' own interface in its own units
+    (``eng.ng_out == (byteorder or None, None)``: the writer numbers the
+    interfaces as the reader does) or classic pcap as the writer's
+    ``record_layout`` says (``eng.raw_layout``, not annotated)."""
+    annotate = eng.cfg.annotate
+    if not lb.epb:
+        if lb.hl != 16:
+            return None         # modified pcap: longer record headers
+        if eng.ng_out and eng.ng_out[1] is not None:
+            return 0, eng.ng_out[0] != _NATIVE, eng.ng_out[1], 0
+        if eng.raw_out and not annotate:
+            return 0, lb.byteorder != _NATIVE, lb.mul, 0
+        return None
+    if lb.conv is not None:
+        return None
+    if eng.ng_out and eng.ng_out[1] is None:
+        return lb.iface, (eng.ng_out[0] or lb.byteorder) != _NATIVE, lb.mul, lb.tsoff
+    rl = eng.raw_layout(lb.linktype) if eng.raw_layout is not None and not annotate else None
+    if rl is None:
+        return None
+    return lb.iface, rl[0] != _NATIVE, rl[1], 0
+
+
 class CEngine:
     """The compiled loop bound to one GROEngine's configuration.
 
@@ -120,12 +159,16 @@ class CEngine:
     """
 
     def __init__(self, cfg, ng_out=None):
+        _keep_heap()
         self.cfg = cfg
         # pcapng output: (byteorder, div) of the EPBs (PcapngWriter.accepts_blocks)
         self.ng_out = ng_out
         self.linktype = 1       # of the records of the last run
-        ng = {} if ng_out is None else dict(pcapng=True, pcapng_swap=ng_out[0] != _NATIVE,
-                                            pcapng_div=ng_out[1], annotate=cfg.annotate)
+        self.iface = 0          # their interface
+        self.lay = None         # the output layout set (layout(); set_output)
+        ng = {} if ng_out is None else dict(pcapng=True,
+                                            pcapng_swap=(ng_out[0] or _NATIVE) != _NATIVE,
+                                            pcapng_div=ng_out[1] or 1, annotate=cfg.annotate)
         # a gap beyond 2**62 ns is never reached by pcap times (< 2**32 s)
         self.c = _native.Engine(limit=cfg.gro_max_size,
                                 poll_gap_ns=max(min(cfg.poll_gap_ns, 1 << 62), -(1 << 62)),
@@ -142,18 +185,33 @@ class CEngine:
         """Aggregates (and single packets) the loop holds."""
         return self.c.held
 
+    def set_output(self, lay):
+        """Write records as ``lay`` (what :func:`layout` gave) from now on;
+        call while the loop holds nothing."""
+        assert not self.c.held
+        self.iface, swap, unit, off = lay
+        self.c.output(swap, unit, off, self.iface)
+        self.lay = lay
+
     def run(self, eng, lb, start=0):
-        """GRO over records ``start..`` of RecordChunk ``lb`` for GROEngine
-        ``eng`` (its ``last_ts``, ``in_poll``, ``last_out_ts``, ``stats`` and ``out``
-        are updated; the records handed up are appended to ``eng.out`` as
-        one :class:`RawRecords`).  Returns the index of the first record not
-        taken (``len(lb)`` when all were)."""
+        """GRO over records ``start..`` of chunk ``lb`` (RecordChunk or
+        EpbChunk, written as :meth:`set_output` said) for GROEngine ``eng``
+        (its ``last_ts``, ``in_poll``, ``last_out_ts``, ``stats`` and
+        ``out`` are updated; the records handed up are appended to
+        ``eng.out`` as one :class:`RawRecords` or :class:`RawBlocks`).
+        Returns the index of the first record not taken (``len(lb)`` when
+        all were; ``start`` when the engine's times are beyond what the
+        loop takes)."""
         st = eng.stats
         last = eng.last_ts
+        if not (-(1 << 61) <= (last or 0) < (1 << 62)
+                and eng.last_out_ts < (1 << 62 if self.ng_out else _PCAP_TS_END)):
+            return start
         self.c.in_poll = eng.in_poll          # the NAPI poll goes on
         k, data, n, maxcap, last_ts, have, last_out, nbytes = self.c.run(
             lb.buf, lb.recs, start, st.packets - start, lb.mul, lb.byteorder != _NATIVE,
-            last if last is not None else 0, last is not None, eng.last_out_ts, lb.linktype)
+            last if last is not None else 0, last is not None, eng.last_out_ts, lb.linktype,
+            *_epb_args(lb))
         self.linktype = lb.linktype
         eng.in_poll = self.c.in_poll
         st.packets += k - start
@@ -162,9 +220,19 @@ class CEngine:
         eng.last_out_ts = last_out
         if n:
             eng.out.append(RawRecords(data, n, maxcap, last_out) if self.ng_out is None
-                           else RawBlocks(data, n, maxcap, nbytes, last_out))
+                           else RawBlocks(data, n, maxcap, nbytes, last_out, self.iface,
+                                          self._block_layout()))
         self.collect(st)
         return k
+
+    def _block_layout(self):
+        """RawBlocks.layout of what :meth:`run` writes: None for a classic
+        pcap input's (the section accepts_blocks agreed), else (byteorder,
+        unit, off) of the interface's EPBs."""
+        if self.ng_out[1] is not None:
+            return None
+        _, swap, unit, off = self.lay
+        return (_OTHER if swap else _NATIVE), unit, off
 
     def scan(self, lb, start, run=1):
         """The index ``i`` of the first record from ``start`` on of
@@ -172,7 +240,7 @@ class CEngine:
         i + run - 1`` (or up to the chunk's end); ``len(lb)`` when none.
         Counts nothing."""
         return self.c.scan(lb.buf, lb.recs, start, lb.mul, lb.byteorder != _NATIVE, run,
-                           lb.linktype)
+                           lb.linktype, *_epb_args(lb))
 
     def collect(self, st):
         """Add the loop's counters to GROStats ``st`` (and reset them)."""
@@ -209,7 +277,7 @@ class CEngine:
         valid = self.cfg.csum == "valid"     # sums are only used for that
         for (b, h, head, head_ts, head_idx, tail, count, mss, seq_next, size, fin_psh,
              fixedid, age, head_psum, tail_psum, rows, flist, partial) in self.c.release():
-            pkt = Packet(head_ts, head, len(head), 0, self.linktype, None)
+            pkt = Packet(head_ts, head, len(head), self.iface, self.linktype, None)
             agg = eng.adopt(eng._parse(pkt), h, age, bool(flist))
             agg.head.partial = bool(partial)     # csum.verify's verdict
             agg.idxs = [head_idx]
@@ -231,4 +299,24 @@ class CEngine:
             assert agg.bucket is eng.buckets[b]
 
 
+def _keep_heap():
+    """Freed chunk-sized blocks (each run's output, the reader's chunks)
+    stay in the heap for the next chunk instead of being fresh pages from
+    the kernel each time (``pcapgro._restore.keep_heap``: a third of the
+    run's CPU time in page faults and zeroing without it)."""
+    try:
+        from .._restore import keep_heap
+    except ImportError:      # pragma: no cover - depends on the build
+        return
+    keep_heap()
+
+
+def _epb_args(lb):
+    """The run() / scan() arguments after the link type for chunk ``lb``:
+    none for classic pcap records, (iface, offset ns) for EPBs."""
+    return (lb.iface, lb.tsoff) if lb.epb else ()
+
+
 _NATIVE = "<" if __import__("sys").byteorder == "little" else ">"
+_OTHER = ">" if _NATIVE == "<" else "<"
+_PCAP_TS_END = (1 << 32) * 1_000_000_000     # classic pcap: 32-bit seconds

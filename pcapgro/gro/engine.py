@@ -101,6 +101,10 @@ class GROEngine(NAPI):
         # or (byteorder, div) (set by pipeline.run for a pcapng writer,
         # PcapngWriter.accepts_blocks): the loop writes EPBs (RawBlocks)
         self.ng_out = None
+        # or f(linktype) -> (byteorder, fraction unit) or None (set by
+        # pipeline.run for a classic pcap writer and pcapng input,
+        # PcapWriter.record_layout): the loop writes such records
+        self.raw_layout = None
         self._c = None                   # its CEngine, made on first use
         # the compiled loop models no UDP tunnel socket: with one, UDP
         # datagrams go through the Python paths (pcapgro.gro.udp_tunnel)
@@ -222,21 +226,33 @@ class GROEngine(NAPI):
         self._polls(ts, t, lambda a, b: self._run_general(batch, base, ts, a, b))
 
     def _chunk(self, lb):
-        """GRO over a lazy chunk (records not yet Packets): the compiled
-        core takes records in place as far as it goes, whenever this
-        engine holds nothing; what it holds when it stops is handed over and
-        the reference path goes on up to a poll end (a gap: every held
-        packet is then completed), where the core may start again."""
+        """GRO over a lazy chunk (a RecordChunk: records of a classic pcap
+        chunk; an EpbChunk: a run of pcapng EPBs of one interface; not yet
+        Packets): the compiled core takes records in place as far as it
+        goes (laid out as :func:`cfast.layout` says), whenever this engine
+        holds nothing; what it holds when it stops is handed over and the
+        reference path goes on up to a poll end (a gap: every held packet
+        is then completed), where the core may start again."""
         n = len(lb)
         if not n:
             return
-        if not (self._c_ok and lb.linktype in cfast.LINKTYPES and lb.hl == 16
-                and (self.ng_out or (self.raw_out and not self.cfg.annotate))):
+        lay = (cfast.layout(lb, self) if self._c_ok and lb.linktype in cfast.LINKTYPES
+               else None)
+        if lay is None:
             self._release()
             self._chunk_py(lb)
             return
         if self._c is None:
             self._c = cfast.CEngine(self.cfg, self.ng_out)
+        if lay != self._c.lay:
+            # what it holds is another interface's (laid out for it): handed
+            # over, and completed here when the chunk starts a poll
+            self._release()
+            self._c.set_output(lay)
+            if self.flows and self.last_ts is not None:
+                t0 = lb.part(0, 1).times()[0]
+                if t0 - self.last_ts > self.cfg.poll_gap_ns:
+                    cfast.poll_start(self, t0)
         i = 0
         starts = None
         while True:

@@ -217,6 +217,9 @@ def chunk_records(lb):
 
 
 def chunk_packets(lb):
-    """The Packets of RecordChunk ``lb`` (the path without raw output)."""
+    """The Packets of RecordChunk or EpbChunk ``lb`` (the path without raw
+    output)."""
+    if lb.epb:
+        return lb.packets()     # pcapng EPBs (PcapngReader.batches(lazy=True))
     lb.columns()
     return [lb.packet(i) for i in range(len(lb))]
