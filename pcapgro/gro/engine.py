@@ -14,8 +14,6 @@ configuration, else the reference path through the offload table.
 
 from bisect import bisect_left
 
-import numpy as np
-
 from ..errors import DamagedInput
 from ..linklayer import network_layer
 from .. import restore
@@ -33,6 +31,14 @@ __all__ = ["GROEngine"]
 _BATCH = 256        # Packets per batch in process()
 _MAX_BATCH = 4096   # at most this many Packets classified at once
 _ONLY_PACKETS = {Packet}
+
+
+def _gaps(ts, gap):
+    """The indexes ``i`` (list, ascending) where arrival times ``ts`` (list
+    of ns) jump by more than ``gap`` ns from ``ts[i - 1]``: poll starts.
+    (Plain Python: numpy's import alone costs more than this on the
+    packets the reference path takes.)"""
+    return [i for i in range(1, len(ts)) if ts[i] - ts[i - 1] > gap]
 
 
 def _batches(it, n):
@@ -219,11 +225,7 @@ class GROEngine(NAPI):
             self._loop_budget(batch, base)
             return
         ts = [ev.ts for ev in batch]
-        try:
-            t = np.array(ts, dtype=np.int64)
-        except OverflowError:
-            t = None
-        self._polls(ts, t, lambda a, b: self._run_general(batch, base, ts, a, b))
+        self._polls(ts, lambda a, b: self._run_general(batch, base, ts, a, b))
 
     def _chunk(self, lb):
         """GRO over a lazy chunk (a RecordChunk: records of a classic pcap
@@ -263,7 +265,7 @@ class GROEngine(NAPI):
                 self._release()
             if starts is None:
                 ts = lb.times()
-                starts = (np.flatnonzero(np.diff(ts) > self.cfg.poll_gap_ns) + 1).tolist()
+                starts = _gaps(ts, self.cfg.poll_gap_ns)
                 starts.append(n)
             # the reference path goes on to the first poll start at or after
             # the next cfast.MIN_RUN records the core takes (issue 18.7)
@@ -281,11 +283,11 @@ class GROEngine(NAPI):
         records as Packets."""
         self._packets(lb.packets())
 
-    def _polls(self, ts, t, run):
-        """Split packets with arrival times ``ts`` (list; ``t``: the same
-        as a numpy array or None) at the poll ends (gaps: polls end only at
-        gaps here), calling ``run(a, b)`` for each run of packets a..b-1 of
-        one poll and ending the polls in between."""
+    def _polls(self, ts, run):
+        """Split packets with arrival times ``ts`` (list of ns) at the poll
+        ends (gaps, or the work model's ends), calling ``run(a, b)`` for
+        each run of packets a..b-1 of one poll and ending the polls in
+        between."""
         cfg = self.cfg
         n = len(ts)
         last = self.last_ts
@@ -293,10 +295,7 @@ class GROEngine(NAPI):
             ends, why = self._work_ends(ts)
         else:
             gap = cfg.poll_gap_ns
-            if t is not None:
-                ends = (np.flatnonzero(np.diff(t) > gap) + 1).tolist()
-            else:
-                ends = [i for i in range(1, n) if ts[i] - ts[i - 1] > gap]
+            ends = _gaps(ts, gap)
             if last is not None and ts[0] - last > gap:
                 ends.insert(0, 0)
             why = None
