@@ -53,7 +53,7 @@
  *
  * A record is handled here when: captured == original length, Ethernet
  * with up to two VLAN tags (0x8100 / 0x88a8, when VLAN GRO is on), Linux
- * cooked (SLL, SLL2) or raw IP, then
+ * cooked (SLL, SLL2), raw IP or BSD loopback (NULL, LOOP), then
  * either IPv4 (header 0x45, protocol 6, no MF / fragment offset / reserved
  * bit, good header checksum, total length == the frame after the link
  * layer) or IPv6 (no extension headers, payload length == the frame after
@@ -950,6 +950,26 @@ static void Engine_dealloc(Engine *e)
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
+/* The EtherType of a BSD loopback frame f (DLT_NULL 0: the address
+ * family in the writer's byte order, read little-endian unless that is
+ * over 0xFFFF; DLT_LOOP 108: network order), as linklayer.network_layer:
+ * AF_INET 2 -> IPv4, the AF_INET6 values seen (10, 24, 28, 30) -> IPv6,
+ * else 0 */
+static uint32_t loop_family(int linktype, const uint8_t *f)
+{
+    uint32_t fam = be32(f);
+    if (linktype == 0) {
+        uint32_t le = bswap32(fam);
+        if (le <= 0xFFFF)
+            fam = le;
+    }
+    if (fam == 2)
+        return 0x0800;
+    if (fam == 10 || fam == 24 || fam == 28 || fam == 30)
+        return 0x86DD;
+    return 0;
+}
+
 /* The record at offset off of buf (a classic pcap record header, then the
  * frame) when this loop handles it (see the file comment): fills g (but for
  * psum and the timestamp) and *ts, returns 1; 0 when not handled.  The
@@ -974,7 +994,8 @@ static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
         return 0;               /* a fraction of a second out of range */
     const uint8_t *f = r + 16;
     /* the link layer (linklayer.network_layer): Ethernet, then up to
-     * MAXTAGS VLAN tags (vlan_gro_receive); Linux cooked v1 / v2; raw IP */
+     * MAXTAGS VLAN tags (vlan_gro_receive); Linux cooked v1 / v2; raw IP;
+     * BSD loopback */
     uint32_t l3, et, tags = 0;
     switch (e->linktype) {
     case 1:
@@ -999,6 +1020,10 @@ static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
     case 12: case 14: case 101: case 228: case 229:     /* raw IP: the version */
         l3 = 0;
         et = f[0] >> 4 == 4 ? 0x0800 : f[0] >> 4 == 6 ? 0x86DD : 0;
+        break;
+    case 0: case 108:           /* BSD loopback: a 4-byte address family */
+        l3 = 4;
+        et = loop_family(e->linktype, f);
         break;
     default:
         return 0;

@@ -1065,3 +1065,61 @@ def test_in_poll_carried_to_the_python_engine():
         # 45 segments of 1448 reach 65536: two aggregates per poll
         assert st["flush_reasons"] == {"budget": 5, "size_limit": 5}
 
+
+def _loopback(pkts, linktype, order):
+    """``pkts`` (Ethernet frames of pktbuild Flows) behind a BSD loopback
+    header instead: DLT_NULL (0) with the address family in byte order
+    ``order`` ('<' or '>'), DLT_LOOP (108, network order); AF_INET6 as
+    one of 24, 28, 30 (and 10 for NULL) by the source address."""
+    from pcapgro.linklayer import network_layer
+    out = []
+    af6 = [24, 28, 30, 10] if linktype == 0 else [24, 28, 30]
+    for k, p in enumerate(pkts):
+        l3, et, _ = network_layer(1, p.data)
+        if l3 is None:
+            continue
+        fam = 2 if et == 0x0800 else af6[sum(p.data[l3 + 8:l3 + 24]) % len(af6)]
+        d = struct.pack(order + "I", fam) + bytes(p.data[l3:])
+        n = len(d) - (len(p.data) - p.orig_len)
+        out.append(Packet(p.ts, d, n, p.iface, linktype))
+    return out
+
+
+@pytest.mark.parametrize("linktype,order", [(0, "<"), (0, ">"), (108, ">")])
+@pytest.mark.parametrize("cfg", [dict(), dict(udp="gro", csum="kernel"),
+                                 dict(napi_budget=7, gro_flush_timeout=1_000_000, hz=1000)])
+def test_compiled_bsd_loopback(linktype, order, cfg):
+    # issue 16: DLT_NULL (host byte order: both seen) and DLT_LOOP captures
+    # (macOS / BSD lo0) go through the loop, IPv4 and IPv6: the same bytes
+    # and statistics as the Python engine, to pcap and to annotated pcapng
+    tcp = _loopback(rule_traffic(linktype + len(order) + len(cfg), 5, 2000, p6=0.4,
+                                 shapes=False), linktype, order)
+    udp = _loopback(udp_traffic(linktype + 3, 3, 1000, shapes=False), linktype, order)
+    pkts = sorted(tcp + udp, key=lambda p: p.ts)
+    # a family the loop does not know (AF_APPLETALK 16) is handed over
+    pkts[500] = Packet(pkts[500].ts, struct.pack(order + "I", 16) + bytes(pkts[500].data[4:]),
+                       pkts[500].orig_len, 0, linktype)
+    data = _pcap(pkts, linktype=linktype)
+    for chunk in (1 << 22, 9000):
+        c_out, c_st, wrote = run(data, True, chunk, **cfg)
+        assert wrote > 0
+        assert (c_out, c_st) == run(data, False, chunk, **cfg)[:2]
+        n_out, n_st, blocks = run_ng(data, True, chunk, True, **cfg)
+        assert blocks > 0
+        assert (n_out, n_st) == run_ng(data, False, chunk, True, **cfg)[:2]
+    assert c_st["aggregates"] > 50
+
+
+@pytest.mark.parametrize("linktype,order,fam", [(0, "<", 2), (0, ">", 2), (108, ">", 2),
+                                                (0, "<", 30), (0, ">", 24), (108, ">", 28)])
+def test_bsd_loopback_bulk_stays_in_the_compiled_loop(linktype, order, fam):
+    f = Flow(4 if fam == 2 else 6, ipid="inc")
+    pkts = _loopback([f.pkt(k * 1448, 1448, ACK, ts=T0 + k * US) for k in range(300)],
+                     linktype, order)
+    pkts = [Packet(p.ts, struct.pack(order + "I", fam) + bytes(p.data[4:]), p.orig_len, 0,
+                   linktype) for p in pkts]
+    data = _pcap(pkts, linktype=linktype)
+    out, st, runs, pys = _calls(data)
+    assert pys == 0 and runs == 1
+    assert (out, st) == run(data, False)[:2]
+    assert st["aggregates"] == 7          # 45 segments of 1448 reach 65536

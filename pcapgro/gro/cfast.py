@@ -1,6 +1,6 @@
 """The compiled fast path: classic pcap chunks of IPv4/IPv6 TCP and UDP
-behind Ethernet (VLAN-tagged or not), Linux cooked (SLL, SLL2) or raw IP
-link headers, standard or fraglist GRO, in C.
+behind Ethernet (VLAN-tagged or not), Linux cooked (SLL, SLL2), raw IP or
+BSD loopback link headers, standard or fraglist GRO, in C.
 
 :mod:`pcapgro._native` (``pcapgro/_native.c``, built by ``setup.py`` when a
 C compiler is there; optional) runs GRO over the records of a classic pcap
@@ -50,8 +50,9 @@ __all__ = ["available", "usable", "poll_start", "CEngine", "FLUSH_CODES", "PASS_
            "LINKTYPES"]
 
 # the link types the loop walks (linklayer.network_layer's): EN10MB, Linux
-# cooked v1 and v2, raw IP (RAW, the two DLT_RAW numbers, IPV4, IPV6)
-LINKTYPES = frozenset((1, 113, 276, 101, 12, 14, 228, 229))
+# cooked v1 and v2, raw IP (RAW, the two DLT_RAW numbers, IPV4, IPV6), BSD
+# loopback (NULL, LOOP)
+LINKTYPES = frozenset((1, 113, 276, 101, 12, 14, 228, 229, 0, 108))
 
 # the reason codes of _native.c, in its order, from the names it exports
 # (a name that is not a Flush/Pass value raises ValueError at import)
