@@ -15,7 +15,7 @@
  * inet_gro_receive -> tcp4_gro_receive) because call depth costs cycles;
  * in CPython every per-packet statement costs ~50 ns, so pcapgro keeps the
  * common case -- Ethernet (up to two VLAN tags) / IPv4 (no options, no
- * fragment) or IPv6 (no extension headers) / TCP or UDP -- in C as one flat loop over the records of a classic pcap chunk,
+ * fragment) or IPv6 (up to 256 bytes of extension headers) / TCP or UDP -- in C as one flat loop over the records of a classic pcap chunk,
  * reading the records in place and writing the output records (pass-through
  * packets and built aggregates) into one buffer: classic pcap records in the
  * input's format, or pcapng EPBs (with annotated output's comments, flags
@@ -56,7 +56,9 @@
  * cooked (SLL, SLL2), raw IP or BSD loopback (NULL, LOOP), then
  * either IPv4 (header 0x45, protocol 6, no MF / fragment offset / reserved
  * bit, good header checksum, total length == the frame after the link
- * layer) or IPv6 (no extension headers, payload length == the frame after
+ * layer) or IPv6 (Hop-by-Hop, Routing and Destination Options headers
+ * walked, up to 256 bytes of them, compared within a flow; no Fragment
+ * header; payload length == the frame after
  * the fixed header; only while gro_max_size keeps an aggregate's payload
  * length within 16 bits), then TCP (data offset >= 5 within the datagram)
  * or UDP (checksum not 0; fraglist with --fraglist, else standard GRO with
@@ -81,8 +83,10 @@
 #define MAXHELD (NBUCKETS * MAXPER)
 #define MAXTAGS 2           /* VLAN tags handled here (802.1Q / 802.1ad) */
 #define L3MAX (14 + 4 * MAXTAGS)
-#define HDRMAX (L3MAX + 40 + 60)   /* Ethernet, tags, IPv6 40, TCP 60 */
-#define KEYMAX 64           /* MAC header, [IPv6 word 0], addresses, ports */
+#define EXTMAX 256          /* bytes of IPv6 extension headers handled here */
+#define HDRMAX (L3MAX + 40 + EXTMAX + 60)   /* Ethernet, tags, IPv6, TCP 60 */
+#define KEYMAX 64           /* MAC header, [IPv6 word 0], addresses, ports,
+                               [IPv6 extension header length] */
 #define NREFS 64            /* payloads referred to in place, per aggregate */
 #define UDP_GRO_CNT_MAX 64  /* datagrams per UDP aggregate */
 #define TCP_FRAGLIST_MAX 64 /* segments per TCP fraglist aggregate */
@@ -140,6 +144,7 @@ typedef struct {
     uint8_t hdr[HDRMAX];    /* the head's frame up to its payload */
     uint32_t hlen;          /* bytes of hdr (up to the payload) */
     uint32_t l3;            /* network header offset (link header + 4 per tag) */
+    uint32_t l4;            /* TCP / UDP header offset */
     uint32_t tags;          /* in-band VLAN tags (Ethernet) */
     int v6;                 /* IPv6 (else IPv4) */
     int udp;                /* UDP (else TCP) */
@@ -496,11 +501,13 @@ static void complete_headers(Engine *e, const Agg *a, uint8_t *d)
     uint64_t l4len, pseudo;
     uint32_t proto = a->udp ? 17 : 6, at = a->udp ? 6 : 16;
     if (a->v6) {
-        /* payload length (run() handles IPv6 only where it fits 16 bits) */
-        l4 = l3 + 40;
-        l4len = l3len - 40;
-        d[l3 + 4] = (uint8_t)(l4len >> 8);
-        d[l3 + 5] = (uint8_t)l4len;
+        /* payload length (run() handles IPv6 only where it fits 16 bits),
+         * extension headers included */
+        uint32_t plen = l3len - 40;
+        l4 = a->l4;
+        l4len = l3len - (l4 - l3);
+        d[l3 + 4] = (uint8_t)(plen >> 8);
+        d[l3 + 5] = (uint8_t)plen;
         pseudo = sum16(d + l3 + 8, 32) + proto + l4len;
     } else {
         /* total length (0 above 65535: BIG TCP), header checksum */
@@ -600,16 +607,6 @@ static void poll_boundary(Engine *e, int64_t ts)
     }
 }
 
-static int find(Engine *e, const uint8_t *key, uint64_t kh)
-{
-    if (!e->nheld)
-        return -1;
-    for (int s = 0; s < MAXHELD; s++)
-        if (e->used[s] && e->aggs[s].khash == kh && !memcmp(e->aggs[s].key, key, KEYMAX))
-            return s;
-    return -1;
-}
-
 /* the parsed segment in hand */
 typedef struct {
     const uint8_t *f;       /* frame */
@@ -627,7 +624,24 @@ typedef struct {
     uint32_t psum;
     uint8_t key[KEYMAX];
     uint64_t kh;
+    uint32_t ext;           /* bytes of IPv6 extension headers (at l3 + 40) */
 } Seg;
+
+/* the held packet of g's flow, or -1: the same key and, behind IPv6
+ * extension headers, the same chain (ipv6_gro_receive compares the whole
+ * network header; its length is in the key) */
+static int find(Engine *e, const Seg *g)
+{
+    if (!e->nheld)
+        return -1;
+    for (int s = 0; s < MAXHELD; s++) {
+        const Agg *a = &e->aggs[s];
+        if (e->used[s] && a->khash == g->kh && !memcmp(a->key, g->key, KEYMAX)
+                && (!g->ext || !memcmp(a->hdr + g->l3 + 40, g->f + g->l3 + 40, g->ext)))
+            return s;
+    }
+    return -1;
+}
 
 /* put a segment on its GRO list as a new head (gro_flush_oldest first when
  * the bucket is full) */
@@ -635,8 +649,9 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
 {
     uint32_t h = 0;
     if (e->hash_flow) {
-        /* the addresses and ports (contiguous without extension headers) */
-        h = g->v6 ? crc32_bytes(g->f + g->l3 + 8, 36) : crc32_bytes(g->f + g->l3 + 12, 12);
+        /* the addresses and ports (ipv4.py / ipv6.py _hash_input) */
+        h = g->v6 ? crc32_cont(crc32_bytes(g->f + g->l3 + 8, 32), g->f + g->l4, 4)
+                  : crc32_bytes(g->f + g->l3 + 12, 12);
         if (!h)
             h = 1;
     }
@@ -661,6 +676,7 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     e->bk[b][e->bn[b]++] = slot;
     memcpy(a->key, g->key, KEYMAX);
     a->l3 = g->l3;
+    a->l4 = g->l4;
     a->v6 = g->v6;
     a->udp = g->udp;
     a->flist = e->fraglist;
@@ -828,7 +844,7 @@ static void udp_receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
         pass_up(e, P_UDP_LENGTH, g->f, g->n, ts, idx);
         return;
     }
-    int s = find(e, g->key, g->kh);
+    int s = find(e, g);
     if (s < 0) {
         hold(e, g, ts, idx);
         return;
@@ -869,7 +885,7 @@ static void receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
         udp_receive(e, g, ts, idx);
         return;
     }
-    int s = find(e, g->key, g->kh);
+    int s = find(e, g);
     if (s < 0) {
         pass_or_hold(e, g, ts, idx);
         return;
@@ -1040,12 +1056,20 @@ static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
         if (be16(f + l3 + 2) + l3 != cap || (frag & 0xBFFF) || sum16(f + l3, 20) != 0)
             return 0;
     } else if (et == 0x86DD && e->v6) {
-        /* ipv6_gro_receive: TCP or UDP right after the fixed header,
-         * payload length = the frame */
+        /* ipv6_gro_receive: TCP or UDP after the fixed header and the
+         * extension headers it walks (ipv6_gso_pull_exthdrs: Hop-by-Hop,
+         * Routing, Destination Options; ipv6.py), at most EXTMAX bytes of
+         * them; payload length = the frame */
         l4 = l3 + 40;
-        if (l4 + 8 > cap || be16(f + l3 + 4) + l4 != cap)
-            return 0;
         proto = f[l3 + 6];
+        while (proto == 0 || proto == 43 || proto == 60) {
+            if (l4 + 8 > cap || l4 - l3 - 40 >= EXTMAX)
+                return 0;
+            proto = f[l4];
+            l4 += (uint32_t)(f[l4 + 1] + 1) << 3;
+        }
+        if (l4 - l3 - 40 > EXTMAX || l4 + 8 > cap || be16(f + l3 + 4) + l3 + 40 != cap)
+            return 0;
     } else {
         return 0;
     }
@@ -1073,6 +1097,7 @@ static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
     g->l4 = l4;
     g->tags = tags;
     g->v6 = et == 0x86DD;
+    g->ext = g->v6 ? l4 - l3 - 40 : 0;
     g->pay = l4 + hl;
     g->L = cap - g->pay;
     g->psum = 0;
@@ -1151,7 +1176,9 @@ static void seg_fields(Seg *g)
         k[0] = (uint8_t)(first >> 24); k[1] = (uint8_t)(first >> 16);
         k[2] = (uint8_t)(first >> 8); k[3] = (uint8_t)first;
         k[4] = f[l3 + 6];
-        memcpy(k + 5, f + l3 + 8, 36);          /* addresses, ports */
+        memcpy(k + 5, f + l3 + 8, 32);          /* addresses */
+        memcpy(k + 37, f + l4, 4);              /* ports */
+        k[41] = (uint8_t)(g->ext >> 3);         /* extension headers (find) */
     } else {
         g->tosttl = ((uint32_t)f[l3 + 1] << 8) | f[l3 + 8];
         g->ipid = be16(f + l3 + 4);

@@ -29,7 +29,8 @@ from pcapgro.capture.pcap import PcapReader, PcapWriter
 from pcapgro.gro import GROConfig, GROEngine, cfast
 from pcapgro.record import Interface, Packet, Section
 
-from pktbuild import ACK, CWR, FIN, PSH, RST, SYN, URG, Flow, parse, ts_option
+from pktbuild import (ACK, CWR, FIN, PSH, RST, SYN, URG, Flow, dstopts, frag6, hbh, parse,
+                      routing, ts_option)
 from test_gro_plan import traffic
 
 pytestmark = pytest.mark.skipif(not cfast.available(),
@@ -42,7 +43,7 @@ IPOPT = b"\x01\x01\x01\x00"      # IPv4 options (NOPs): never the loop's
 
 # the link and IPv6 shapes of a flow with shapes=True (rule_traffic): plain,
 # 802.1Q, 802.1ad + 802.1Q, three tags (handed over), IPv6 flow labels and
-# an extension header (handed over)
+# an extension header (the loop's since issue 16)
 SHAPES = [{}, {"vlans": [(0x8100, 7)]}, {"vlans": [(0x88A8, 100), (0x8100, 7)]},
           {"vlans": [(0x8100, 1), (0x8100, 2), (0x8100, 3)]}]
 SHAPES6 = SHAPES + [{"flow": 0x12345}, {"exthdrs": [(60, bytes(6))]}]
@@ -591,8 +592,8 @@ def test_seed_checksums_stay_in_the_compiled_loop(cfg):
 @pytest.mark.parametrize("n_flows", [1, 6, 13])
 def test_compiled_ipv6_and_vlan_flows(n_flows, ci):
     # issue 16.2/16.5: IPv6 TCP (no extension headers) and frames behind
-    # one or two VLAN tags are merged by the loop itself; an extension
-    # header, a third tag, BIG TCP IPv6 are handed over
+    # one or two VLAN tags are merged by the loop itself (and, since issue
+    # 16, behind extension headers); a third tag, BIG TCP IPv6 are handed over
     pkts = rule_traffic(n_flows * 17 + ci, n_flows, 2500, p6=0.5, shapes=True)
     assert check(pkts, 1 << 16, **CONFIGS[ci]) > 0
 
@@ -1123,3 +1124,84 @@ def test_bsd_loopback_bulk_stays_in_the_compiled_loop(linktype, order, fam):
     assert pys == 0 and runs == 1
     assert (out, st) == run(data, False)[:2]
     assert st["aggregates"] == 7          # 45 segments of 1448 reach 65536
+
+
+# IPv6 extension header chains (ipv6.py walks Hop-by-Hop 0, Routing 43,
+# Destination Options 60; a Fragment header 44 is rejected)
+EXT_CHAINS = [[hbh(b"\x05\x02\x00\x00")], [dstopts(bytes(4))], [routing(4, 0, bytes(20))],
+              [hbh(), routing(4, 1, bytes(36)), dstopts(bytes(12))],
+              [dstopts(bytes(254))]]
+
+
+def ext_traffic(seed, n_pkts):
+    """IPv6 bulk flows behind extension header chains: two flows that
+    differ only in their chain's bytes (not the same flow: ipv6_gro_receive
+    compares the whole chain), a flow whose chain changes now and then, a
+    chain over 256 bytes and Fragment headers (handed over), UDP behind a
+    chain, pure ACKs back."""
+    rnd = random.Random(seed)
+    flows = []
+    for i, chain in enumerate(EXT_CHAINS + [[dstopts(bytes(4)), dstopts(bytes(4))],
+                                            [dstopts(bytes(254)), dstopts(bytes(14))]]):
+        f = Flow(6, src="fd00::1", sport=30000, dport=443, ipid="inc", exthdrs=chain,
+                 mac_src=bytes([2, 0, 0, 0, 3, i % 3]), seq0=rnd.randrange(2**32),
+                 options=rnd.choice([b"", ts_option(5, 6)]))
+        back = Flow(6, src=f.dst, dst=f.src, sport=443, dport=30000, exthdrs=chain[:1])
+        flows.append([f, back, rnd.choice([1448, 1000, 500]), 0])
+    other = [dstopts(b"\x01\x02\x00\x00")]       # the same length as flow 1's chain
+    u = Flow(6, src="fd00::9", sport=53, dport=5353, exthdrs=[hbh(), dstopts(bytes(4))])
+    out, ts = [], T0
+    for k in range(n_pkts):
+        fl = rnd.choice(flows) if rnd.random() < 0.5 else flows[k // 10 % len(flows)]
+        f, back, mss, off = fl
+        ts += rnd.choice([1, 1, 3, 20]) * US
+        r = rnd.random()
+        if r < 0.005:
+            ts += 3_000_000
+        if r < 0.08:
+            out.append(back.pkt(0, 0, ACK, ts=ts, ack_off=off))
+            continue
+        if r < 0.12:
+            out.append(u.udp(300, ts=ts))
+            continue
+        kw = {}
+        if r < 0.14:
+            kw["exthdrs"] = other if f.exthdrs == EXT_CHAINS[1] else f.exthdrs[:1]
+        elif r < 0.15:
+            kw["exthdrs"] = [frag6()] + f.exthdrs
+        elif r < 0.16:
+            kw["csum"] = "bad"
+        elif r < 0.18:
+            kw["hlim"] = 3
+        out.append(f.pkt(off, mss, ACK, ts=ts, **kw))
+        fl[3] = off + mss
+    return out
+
+
+@pytest.mark.parametrize("cfg", [dict(), dict(csum="kernel"), dict(verify_csum=False),
+                                 dict(hash="none", udp="gro"), dict(fraglist=True),
+                                 dict(napi_budget=7, gro_flush_timeout=500_000)])
+def test_compiled_ipv6_extension_headers(cfg):
+    # issue 16: IPv6 behind Hop-by-Hop / Routing / Destination Options
+    # headers (up to 256 bytes) in the loop, the whole chain compared
+    # between segments; the same bytes and statistics as the Python engine
+    pkts = ext_traffic(len(cfg) * 5 + 1, 3000)
+    assert check(pkts, 9000, **cfg) > 0
+    data = _pcap(pkts)
+    n_out, n_st, blocks = run_ng(data, True, 9000, True, **cfg)
+    assert blocks > 0
+    assert (n_out, n_st) == run_ng(data, False, 9000, True, **cfg)[:2]
+
+
+@pytest.mark.parametrize("chain", EXT_CHAINS)
+def test_ipv6_extension_headers_stay_in_the_compiled_loop(chain):
+    f = Flow(6, ipid="inc", exthdrs=chain)
+    pkts = [f.pkt(k * 1000, 1000, ACK, ts=T0 + k * US) for k in range(300)]
+    data = _pcap(pkts)
+    out, st, runs, pys = _calls(data)
+    assert pys == 0 and runs == 1
+    assert (out, st) == run(data, False)[:2]
+    assert general(pkts) == (out, st)
+    # 1000-byte segments: 65 fit 65536 with the headers, fewer behind
+    # longer chains; everything merged, nothing passed
+    assert st["aggregates"] >= 300 // 65 and not st["pass_reasons"]
