@@ -62,7 +62,8 @@
  * the fixed header; only while gro_max_size keeps an aggregate's payload
  * length within 16 bits), then TCP (data offset >= 5 within the datagram)
  * or UDP (checksum not 0; fraglist with --fraglist, else standard GRO with
- * --udp gro, else passed), and
+ * --udp gro, else passed; with --fraglist a flow to a --local-port takes
+ * standard GRO: TCP always, UDP with --udp gro), and
  * (when checksums are verified) a good TCP/UDP checksum or the
  * pseudo-header seed of a sender's CHECKSUM_PARTIAL packet (trusted, as
  * pcapgro/gro/csum.py).  Anything else ends the run.
@@ -176,6 +177,8 @@ typedef struct {
     int linktype;           /* of the records of the current run() / scan() */
     int udp_gro;            /* UDP datagrams take standard GRO (--udp gro) */
     int fraglist;           /* rx-gro-list: TCP and UDP flows take fraglist GRO */
+    int nlocal;             /* local_ports given: destination ports (bit set) */
+    uint8_t local[65536 / 8];   /* with a local socket (tcp.uses_fraglist, udp.udp_mode) */
     /* the NAPI model (engine.py): gro_flush_timeout (ns, 0 = none), NAPI
      * budget (packets per poll, 0 = none; a full poll's flush is old-only
      * when budget_old: hz >= 1000), packets taken by the current poll */
@@ -643,6 +646,19 @@ static int find(Engine *e, const Seg *g)
     return -1;
 }
 
+/* the GRO mode of g's flow with rx-gro-list on (tcp.py uses_fraglist,
+ * udp.py udp_mode): fraglist unless a local socket takes it, which for TCP
+ * is any socket on its destination port, for UDP one with UDP_GRO (--udp
+ * gro); 0 = standard GRO */
+static int seg_flist(const Engine *e, const Seg *g)
+{
+    if (!e->fraglist)
+        return 0;
+    uint32_t port = be16(g->f + g->l4 + 2);
+    int local = e->nlocal && (e->local[port >> 3] >> (port & 7) & 1);
+    return g->udp ? !(local && e->udp_gro) : !local;
+}
+
 /* put a segment on its GRO list as a new head (gro_flush_oldest first when
  * the bucket is full) */
 static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
@@ -679,7 +695,7 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     a->l4 = g->l4;
     a->v6 = g->v6;
     a->udp = g->udp;
-    a->flist = e->fraglist;
+    a->flist = seg_flist(e, g);
     a->partial = g->partial;
     a->khash = g->kh;
     a->hash = h;
@@ -912,17 +928,27 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"limit", "poll_gap_ns", "jiffy_ns", "verify", "csum_valid",
                              "hash_flow", "vlan", "pcapng", "pcapng_swap", "pcapng_div",
                              "annotate", "udp_gro", "fraglist", "gro_flush_timeout", "napi_budget",
-                             "budget_old_only", NULL};
+                             "budget_old_only", "local_ports", NULL};
     unsigned long limit;
     long long gap, jiffy, ng_div = 1;
     int verify, csum_valid, hash_flow, vlan = 0, ng = 0, ng_swap = 0, annotate = 0;
     int udp_gro = 0, fraglist = 0, budget_old = 0;
     long long timeout = 0, budget = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLpppLLp", kwlist, &limit, &gap, &jiffy,
-                                     &verify, &csum_valid, &hash_flow, &vlan, &ng, &ng_swap,
-                                     &ng_div, &annotate, &udp_gro, &fraglist, &timeout,
-                                     &budget, &budget_old))
+    const char *local = NULL;
+    Py_ssize_t nlocal = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLpppLLpy#", kwlist, &limit, &gap,
+                                     &jiffy, &verify, &csum_valid, &hash_flow, &vlan, &ng,
+                                     &ng_swap, &ng_div, &annotate, &udp_gro, &fraglist,
+                                     &timeout, &budget, &budget_old, &local, &nlocal))
         return -1;
+    if (nlocal && nlocal != sizeof e->local) {
+        PyErr_SetString(PyExc_ValueError, "local_ports: a bit set of 65536 ports");
+        return -1;
+    }
+    e->nlocal = nlocal != 0;
+    memset(e->local, 0, sizeof e->local);
+    if (nlocal)
+        memcpy(e->local, local, sizeof e->local);
     if (timeout < 0 || budget < 0) {
         PyErr_SetString(PyExc_ValueError, "bad gro_flush_timeout or napi_budget");
         return -1;

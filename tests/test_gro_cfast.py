@@ -353,7 +353,8 @@ def test_not_used_for_configurations_it_does_not_model():
     # annotations need pcapng output: the engine decides that per output
     # (GROEngine.ng_out); the configuration alone does not exclude them
     assert cfast.usable(GROConfig(annotate=True))
-    assert not cfast.usable(GROConfig(annotate=False, fraglist=True, local_ports=frozenset([80])))
+    # issue 16: fraglist with local sockets is modelled too
+    assert cfast.usable(GROConfig(annotate=False, fraglist=True, local_ports=frozenset([80])))
     assert cfast.usable(GROConfig(annotate=False, fraglist=True))
     # issue 16: the loop models the NAPI budget and gro_flush_timeout
     assert cfast.usable(GROConfig(annotate=False, napi_budget=64))
@@ -1205,3 +1206,44 @@ def test_ipv6_extension_headers_stay_in_the_compiled_loop(chain):
     # 1000-byte segments: 65 fit 65536 with the headers, fewer behind
     # longer chains; everything merged, nothing passed
     assert st["aggregates"] >= 300 // 65 and not st["pass_reasons"]
+
+
+@pytest.mark.parametrize("cfg", [dict(fraglist=True, local_ports=frozenset([443])),
+                                 dict(fraglist=True, local_ports=frozenset([443, 4001]),
+                                      udp="gro"),
+                                 dict(fraglist=True, local_ports=frozenset([4001]),
+                                      csum="kernel", napi_budget=7),
+                                 dict(fraglist=True, local_ports=frozenset([443, 70000]))])
+def test_compiled_fraglist_with_local_ports(cfg):
+    # issue 16: with rx-gro-list, flows to a port with a local socket take
+    # standard GRO (TCP: any socket; UDP: one with UDP_GRO, --udp gro), the
+    # others fraglist; a port beyond 65535 is never a segment's
+    tcp = rule_traffic(len(cfg) + 3, 6, 2000, p6=0.3)
+    udp = udp_traffic(len(cfg) + 4, 4, 1500)
+    pkts = sorted(tcp + udp, key=lambda p: p.ts)
+    assert check(pkts, 9000, **cfg) > 0
+    data = _pcap(pkts)
+    n_out, n_st, blocks = run_ng(data, True, 9000, True, **cfg)
+    assert blocks > 0
+    assert (n_out, n_st) == run_ng(data, False, 9000, True, **cfg)[:2]
+
+
+@pytest.mark.parametrize("udp", ["off", "gro"])
+def test_fraglist_with_local_ports_stays_in_the_compiled_loop(udp):
+    f = Flow(4, ipid="inc", dport=443)          # a local socket: standard GRO
+    g = Flow(4, ipid="inc", sport=7, dport=8080)    # forwarded: fraglist
+    u = Flow(6, sport=9, dport=5353)            # local UDP socket (UDP_GRO with gro)
+    pkts = []
+    for k in range(300):
+        ts = T0 + k * US
+        pkts += [f.pkt(k * 1000, 1000, ACK, ts=ts), g.pkt(k * 1000, 1000, ACK, ts=ts),
+                 u.udp(500, ts=ts)]
+    cfg = dict(fraglist=True, local_ports=frozenset([443, 5353]), udp=udp)
+    data = _pcap(pkts)
+    out, st, runs, pys = _calls(data, **cfg)
+    assert pys == 0 and runs == 1
+    assert (out, st) == run(data, False, **cfg)[:2]
+    assert general(pkts, **cfg) == (out, st)
+    kinds = st["by_kind"]
+    assert kinds["tcp"]["aggregates"] > 0 and kinds["tcp_fraglist"]["aggregates"] > 0
+    assert kinds["udp" if udp == "gro" else "udp_fraglist"]["aggregates"] > 0

@@ -27,7 +27,7 @@ of the input's byte order and resolution (``GROEngine.raw_out``, no
 annotations) or pcapng (``GROEngine.ng_out``: the loop writes the EPBs,
 with the comments, TSO flag and restore records of annotated output, as
 :class:`RawBlocks`; ``pcapgro/_annotate.h``), and the configuration is one
-the loop models: standard or fraglist GRO (fraglist: no local sockets), the
+the loop models: standard or fraglist GRO (fraglist: local sockets too), the
 gap poll model, with or without a NAPI budget and gro_flush_timeout.  An
 aggregate handed over carries the restore rows of what the loop merged
 (``Agg.rows0``).  The poll count (``GROEngine.in_poll``) goes to the loop
@@ -76,7 +76,6 @@ def usable(cfg):
     """True when :class:`pcapgro.gro.GROConfig` ``cfg`` is one the compiled
     loop models (see the module doc)."""
     return (available() and cfg.fast_path and cfg.compiled
-            and not (cfg.fraglist and cfg.local_ports)
             and cfg.hash in ("flow", "none") and cfg.csum in ("valid", "kernel")
             and 1 <= cfg.gro_max_size <= 0x7FFFFFFF and cfg.hz > 0)
 
@@ -136,6 +135,7 @@ class CEngine:
                               fraglist=cfg.fraglist,
                               gro_flush_timeout=min(cfg.gro_flush_timeout, 1 << 62),
                               napi_budget=cfg.napi_budget, budget_old_only=cfg.hz >= 1000,
+                              local_ports=_port_set(cfg.local_ports),
                               **ng)
 
     @property
@@ -230,6 +230,18 @@ class CEngine:
             agg.fin_psh = fin_psh
             agg.fixedid = bool(fixedid)
             assert agg.bucket is eng.buckets[b]
+
+
+def _port_set(ports):
+    """``ports`` (ints 0..65535) as the loop's bit set: 8192 bytes, port p
+    at bit p % 8 of byte p // 8; b"" when there are none."""
+    if not ports:
+        return b""
+    bits = bytearray(65536 // 8)
+    for p in ports:
+        if 0 <= p < 65536:            # no other port is ever a segment's
+            bits[p >> 3] |= 1 << (p & 7)
+    return bytes(bits)
 
 
 _NATIVE = "<" if __import__("sys").byteorder == "little" else ">"
