@@ -1012,6 +1012,27 @@ static uint32_t loop_family(int linktype, const uint8_t *f)
     return 0;
 }
 
+/* ipv6_gro_receive's walk (ipv6.py receive) in frame f of cap bytes: the
+ * offset of the header after the fixed IPv6 header at l3 and the extension
+ * headers it walks (ipv6_gso_pull_exthdrs: Hop-by-Hop, Routing, Destination
+ * Options), *proto its protocol; 0 when not handled here (cut short, or
+ * over EXTMAX bytes of extension headers) */
+static uint32_t ipv6_l4(const uint8_t *f, uint32_t l3, uint32_t cap, uint32_t *proto)
+{
+    uint32_t l4 = l3 + 40, nh;
+    if (l4 + 8 > cap)
+        return 0;
+    nh = f[l3 + 6];
+    while (nh == 0 || nh == 43 || nh == 60) {
+        if (l4 + 8 > cap || l4 - l3 - 40 >= EXTMAX)
+            return 0;
+        nh = f[l4];
+        l4 += (uint32_t)(f[l4 + 1] + 1) << 3;
+    }
+    *proto = nh;
+    return l4 - l3 - 40 > EXTMAX ? 0 : l4;
+}
+
 /* The record at offset off of buf (a classic pcap record header, then the
  * frame) when this loop handles it (see the file comment): fills g (but for
  * psum and the timestamp) and *ts, returns 1; 0 when not handled.  The
@@ -1082,19 +1103,10 @@ static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
         if (be16(f + l3 + 2) + l3 != cap || (frag & 0xBFFF) || sum16(f + l3, 20) != 0)
             return 0;
     } else if (et == 0x86DD && e->v6) {
-        /* ipv6_gro_receive: TCP or UDP after the fixed header and the
-         * extension headers it walks (ipv6_gso_pull_exthdrs: Hop-by-Hop,
-         * Routing, Destination Options; ipv6.py), at most EXTMAX bytes of
-         * them; payload length = the frame */
-        l4 = l3 + 40;
-        proto = f[l3 + 6];
-        while (proto == 0 || proto == 43 || proto == 60) {
-            if (l4 + 8 > cap || l4 - l3 - 40 >= EXTMAX)
-                return 0;
-            proto = f[l4];
-            l4 += (uint32_t)(f[l4 + 1] + 1) << 3;
-        }
-        if (l4 - l3 - 40 > EXTMAX || l4 + 8 > cap || be16(f + l3 + 4) + l3 + 40 != cap)
+        /* ipv6_gro_receive: TCP or UDP after the extension headers,
+         * payload length = the frame */
+        l4 = ipv6_l4(f, l3, cap, &proto);
+        if (!l4 || l4 + 8 > cap || be16(f + l3 + 4) + l3 + 40 != cap)
             return 0;
     } else {
         return 0;
