@@ -17,7 +17,8 @@
  * inet_gro_receive -> tcp4_gro_receive) because call depth costs cycles;
  * in CPython every per-packet statement costs ~50 ns, so pcapgro keeps the
  * common case -- Ethernet (up to two VLAN tags) / IPv4 (no options, no
- * fragment) or IPv6 (no extension headers) / TCP or UDP -- in C as one
+ * fragment) or IPv6 (up to 256 bytes of extension headers) / TCP or UDP --
+ * in C as one
  * flat loop over the records of an input chunk (classic pcap records, or a
  * run of pcapng EPBs of one interface: PcapngReader's EpbChunk), reading
  * them in place and writing the output records (pass-through packets and
@@ -62,14 +63,17 @@
  * A record is handled here when: captured == original length (an EPB:
  * no options, the chunk's interface, a time the output holds), Ethernet
  * with up to two VLAN tags (0x8100 / 0x88a8, when VLAN GRO is on), Linux
- * cooked (SLL, SLL2) or raw IP, then
+ * cooked (SLL, SLL2), raw IP or BSD loopback (NULL, LOOP), then
  * either IPv4 (header 0x45, protocol 6, no MF / fragment offset / reserved
  * bit, good header checksum, total length == the frame after the link
- * layer) or IPv6 (no extension headers, payload length == the frame after
+ * layer) or IPv6 (Hop-by-Hop, Routing and Destination Options headers
+ * walked, up to 256 bytes of them, compared within a flow; no Fragment
+ * header; payload length == the frame after
  * the fixed header; only while gro_max_size keeps an aggregate's payload
  * length within 16 bits), then TCP (data offset >= 5 within the datagram)
  * or UDP (checksum not 0; fraglist with --fraglist, else standard GRO with
- * --udp gro, else passed), and
+ * --udp gro, else passed; with --fraglist a flow to a --local-port takes
+ * standard GRO: TCP always, UDP with --udp gro), and
  * (when checksums are verified) a good TCP/UDP checksum or the
  * pseudo-header seed of a sender's CHECKSUM_PARTIAL packet (trusted, as
  * pcapgro/gro/csum.py).  Anything else ends the run.
@@ -90,8 +94,10 @@
 #define MAXHELD (NBUCKETS * MAXPER)
 #define MAXTAGS 2           /* VLAN tags handled here (802.1Q / 802.1ad) */
 #define L3MAX (14 + 4 * MAXTAGS)
-#define HDRMAX (L3MAX + 40 + 60)   /* Ethernet, tags, IPv6 40, TCP 60 */
-#define KEYMAX 64           /* MAC header, [IPv6 word 0], addresses, ports */
+#define EXTMAX 256          /* bytes of IPv6 extension headers handled here */
+#define HDRMAX (L3MAX + 40 + EXTMAX + 60)   /* Ethernet, tags, IPv6, TCP 60 */
+#define KEYMAX 64           /* MAC header, [IPv6 word 0], addresses, ports,
+                               [IPv6 extension header length] */
 #define NREFS 64            /* payloads referred to in place, per aggregate */
 #define UDP_GRO_CNT_MAX 64  /* datagrams per UDP aggregate */
 #define TCP_FRAGLIST_MAX 64 /* segments per TCP fraglist aggregate */
@@ -149,6 +155,7 @@ typedef struct {
     uint8_t hdr[HDRMAX];    /* the head's frame up to its payload */
     uint32_t hlen;          /* bytes of hdr (up to the payload) */
     uint32_t l3;            /* network header offset (link header + 4 per tag) */
+    uint32_t l4;            /* TCP / UDP header offset */
     uint32_t tags;          /* in-band VLAN tags (Ethernet) */
     int v6;                 /* IPv6 (else IPv4) */
     int udp;                /* UDP (else TCP) */
@@ -180,6 +187,8 @@ typedef struct {
     int linktype;           /* of the records of the current run() / scan() */
     int udp_gro;            /* UDP datagrams take standard GRO (--udp gro) */
     int fraglist;           /* rx-gro-list: TCP and UDP flows take fraglist GRO */
+    int nlocal;             /* local_ports given: destination ports (bit set) */
+    uint8_t local[65536 / 8];   /* with a local socket (tcp.uses_fraglist, udp.udp_mode) */
     /* the NAPI model (engine.py): gro_flush_timeout (ns, 0 = none), NAPI
      * budget (packets per poll, 0 = none; a full poll's flush is old-only
      * when budget_old: hz >= 1000), packets taken by the current poll */
@@ -514,11 +523,13 @@ static void complete_headers(Engine *e, const Agg *a, uint8_t *d)
     uint64_t l4len, pseudo;
     uint32_t proto = a->udp ? 17 : 6, at = a->udp ? 6 : 16;
     if (a->v6) {
-        /* payload length (run() handles IPv6 only where it fits 16 bits) */
-        l4 = l3 + 40;
-        l4len = l3len - 40;
-        d[l3 + 4] = (uint8_t)(l4len >> 8);
-        d[l3 + 5] = (uint8_t)l4len;
+        /* payload length (run() handles IPv6 only where it fits 16 bits),
+         * extension headers included */
+        uint32_t plen = l3len - 40;
+        l4 = a->l4;
+        l4len = l3len - (l4 - l3);
+        d[l3 + 4] = (uint8_t)(plen >> 8);
+        d[l3 + 5] = (uint8_t)plen;
         pseudo = sum16(d + l3 + 8, 32) + proto + l4len;
     } else {
         /* total length (0 above 65535: BIG TCP), header checksum */
@@ -618,16 +629,6 @@ static void poll_boundary(Engine *e, int64_t ts)
     }
 }
 
-static int find(Engine *e, const uint8_t *key, uint64_t kh)
-{
-    if (!e->nheld)
-        return -1;
-    for (int s = 0; s < MAXHELD; s++)
-        if (e->used[s] && e->aggs[s].khash == kh && !memcmp(e->aggs[s].key, key, KEYMAX))
-            return s;
-    return -1;
-}
-
 /* the parsed segment in hand */
 typedef struct {
     const uint8_t *f;       /* frame */
@@ -645,7 +646,37 @@ typedef struct {
     uint32_t psum;
     uint8_t key[KEYMAX];
     uint64_t kh;
+    uint32_t ext;           /* bytes of IPv6 extension headers (at l3 + 40) */
 } Seg;
+
+/* the held packet of g's flow, or -1: the same key and, behind IPv6
+ * extension headers, the same chain (ipv6_gro_receive compares the whole
+ * network header; its length is in the key) */
+static int find(Engine *e, const Seg *g)
+{
+    if (!e->nheld)
+        return -1;
+    for (int s = 0; s < MAXHELD; s++) {
+        const Agg *a = &e->aggs[s];
+        if (e->used[s] && a->khash == g->kh && !memcmp(a->key, g->key, KEYMAX)
+                && (!g->ext || !memcmp(a->hdr + g->l3 + 40, g->f + g->l3 + 40, g->ext)))
+            return s;
+    }
+    return -1;
+}
+
+/* the GRO mode of g's flow with rx-gro-list on (tcp.py uses_fraglist,
+ * udp.py udp_mode): fraglist unless a local socket takes it, which for TCP
+ * is any socket on its destination port, for UDP one with UDP_GRO (--udp
+ * gro); 0 = standard GRO */
+static int seg_flist(const Engine *e, const Seg *g)
+{
+    if (!e->fraglist)
+        return 0;
+    uint32_t port = be16(g->f + g->l4 + 2);
+    int local = e->nlocal && (e->local[port >> 3] >> (port & 7) & 1);
+    return g->udp ? !(local && e->udp_gro) : !local;
+}
 
 /* put a segment on its GRO list as a new head (gro_flush_oldest first when
  * the bucket is full) */
@@ -653,8 +684,9 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
 {
     uint32_t h = 0;
     if (e->hash_flow) {
-        /* the addresses and ports (contiguous without extension headers) */
-        h = g->v6 ? crc32_bytes(g->f + g->l3 + 8, 36) : crc32_bytes(g->f + g->l3 + 12, 12);
+        /* the addresses and ports (ipv4.py / ipv6.py _hash_input) */
+        h = g->v6 ? crc32_cont(crc32_bytes(g->f + g->l3 + 8, 32), g->f + g->l4, 4)
+                  : crc32_bytes(g->f + g->l3 + 12, 12);
         if (!h)
             h = 1;
     }
@@ -679,9 +711,10 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     e->bk[b][e->bn[b]++] = slot;
     memcpy(a->key, g->key, KEYMAX);
     a->l3 = g->l3;
+    a->l4 = g->l4;
     a->v6 = g->v6;
     a->udp = g->udp;
-    a->flist = e->fraglist;
+    a->flist = seg_flist(e, g);
     a->partial = g->partial;
     a->khash = g->kh;
     a->hash = h;
@@ -846,7 +879,7 @@ static void udp_receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
         pass_up(e, P_UDP_LENGTH, g->f, g->n, ts, idx);
         return;
     }
-    int s = find(e, g->key, g->kh);
+    int s = find(e, g);
     if (s < 0) {
         hold(e, g, ts, idx);
         return;
@@ -887,7 +920,7 @@ static void receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
         udp_receive(e, g, ts, idx);
         return;
     }
-    int s = find(e, g->key, g->kh);
+    int s = find(e, g);
     if (s < 0) {
         pass_or_hold(e, g, ts, idx);
         return;
@@ -914,17 +947,27 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"limit", "poll_gap_ns", "jiffy_ns", "verify", "csum_valid",
                              "hash_flow", "vlan", "pcapng", "pcapng_swap", "pcapng_div",
                              "annotate", "udp_gro", "fraglist", "gro_flush_timeout", "napi_budget",
-                             "budget_old_only", NULL};
+                             "budget_old_only", "local_ports", NULL};
     unsigned long limit;
     long long gap, jiffy, ng_div = 1;
     int verify, csum_valid, hash_flow, vlan = 0, ng = 0, ng_swap = 0, annotate = 0;
     int udp_gro = 0, fraglist = 0, budget_old = 0;
     long long timeout = 0, budget = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLpppLLp", kwlist, &limit, &gap, &jiffy,
-                                     &verify, &csum_valid, &hash_flow, &vlan, &ng, &ng_swap,
-                                     &ng_div, &annotate, &udp_gro, &fraglist, &timeout,
-                                     &budget, &budget_old))
+    const char *local = NULL;
+    Py_ssize_t nlocal = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLpppLLpy#", kwlist, &limit, &gap,
+                                     &jiffy, &verify, &csum_valid, &hash_flow, &vlan, &ng,
+                                     &ng_swap, &ng_div, &annotate, &udp_gro, &fraglist,
+                                     &timeout, &budget, &budget_old, &local, &nlocal))
         return -1;
+    if (nlocal && nlocal != sizeof e->local) {
+        PyErr_SetString(PyExc_ValueError, "local_ports: a bit set of 65536 ports");
+        return -1;
+    }
+    e->nlocal = nlocal != 0;
+    memset(e->local, 0, sizeof e->local);
+    if (nlocal)
+        memcpy(e->local, local, sizeof e->local);
     if (timeout < 0 || budget < 0) {
         PyErr_SetString(PyExc_ValueError, "bad gro_flush_timeout or napi_budget");
         return -1;
@@ -966,6 +1009,47 @@ static void Engine_dealloc(Engine *e)
     PyMem_Free(e->txt.p);
     free(e->hist);
     Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+/* The EtherType of a BSD loopback frame f (DLT_NULL 0: the address
+ * family in the writer's byte order, read little-endian unless that is
+ * over 0xFFFF; DLT_LOOP 108: network order), as linklayer.network_layer:
+ * AF_INET 2 -> IPv4, the AF_INET6 values seen (10, 24, 28, 30) -> IPv6,
+ * else 0 */
+static uint32_t loop_family(int linktype, const uint8_t *f)
+{
+    uint32_t fam = be32(f);
+    if (linktype == 0) {
+        uint32_t le = bswap32(fam);
+        if (le <= 0xFFFF)
+            fam = le;
+    }
+    if (fam == 2)
+        return 0x0800;
+    if (fam == 10 || fam == 24 || fam == 28 || fam == 30)
+        return 0x86DD;
+    return 0;
+}
+
+/* ipv6_gro_receive's walk (ipv6.py receive) in frame f of cap bytes: the
+ * offset of the header after the fixed IPv6 header at l3 and the extension
+ * headers it walks (ipv6_gso_pull_exthdrs: Hop-by-Hop, Routing, Destination
+ * Options), *proto its protocol; 0 when not handled here (cut short, or
+ * over EXTMAX bytes of extension headers) */
+static uint32_t ipv6_l4(const uint8_t *f, uint32_t l3, uint32_t cap, uint32_t *proto)
+{
+    uint32_t l4 = l3 + 40, nh;
+    if (l4 + 8 > cap)
+        return 0;
+    nh = f[l3 + 6];
+    while (nh == 0 || nh == 43 || nh == 60) {
+        if (l4 + 8 > cap || l4 - l3 - 40 >= EXTMAX)
+            return 0;
+        nh = f[l4];
+        l4 += (uint32_t)(f[l4 + 1] + 1) << 3;
+    }
+    *proto = nh;
+    return l4 - l3 - 40 > EXTMAX ? 0 : l4;
 }
 
 /* ts_max: the latest time (exclusive) a record of the loop may have:
@@ -1036,15 +1120,16 @@ static int epb_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_s
 
 /* The frame step: the frame f of cap bytes when this loop handles it (see
  * the file comment): fills g (but for psum), returns 1; 0 when not
- * handled.  The checks of the Python reference's classify
- * (pcapgro/gro/fastpath.py) and inet_gro_receive / tcp4_gro_receive for
- * this one case. */
+ * handled.  The checks of the Python reference's inet_gro_receive /
+ * ipv6_gro_receive / tcp_gro_receive (pcapgro/gro/ipv4.py, ipv6.py,
+ * tcp.py, udp.py) for this one case. */
 static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, Seg *g)
 {
     if (cap < 20 + 8)
         return 0;
     /* the link layer (linklayer.network_layer): Ethernet, then up to
-     * MAXTAGS VLAN tags (vlan_gro_receive); Linux cooked v1 / v2; raw IP */
+     * MAXTAGS VLAN tags (vlan_gro_receive); Linux cooked v1 / v2; raw IP;
+     * BSD loopback */
     uint32_t l3, et, tags = 0;
     switch (e->linktype) {
     case 1:
@@ -1070,6 +1155,10 @@ static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, Seg *g)
         l3 = 0;
         et = f[0] >> 4 == 4 ? 0x0800 : f[0] >> 4 == 6 ? 0x86DD : 0;
         break;
+    case 0: case 108:           /* BSD loopback: a 4-byte address family */
+        l3 = 4;
+        et = loop_family(e->linktype, f);
+        break;
     default:
         return 0;
     }
@@ -1085,12 +1174,11 @@ static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, Seg *g)
         if (be16(f + l3 + 2) + l3 != cap || (frag & 0xBFFF) || sum16(f + l3, 20) != 0)
             return 0;
     } else if (et == 0x86DD && e->v6) {
-        /* ipv6_gro_receive: TCP or UDP right after the fixed header,
+        /* ipv6_gro_receive: TCP or UDP after the extension headers,
          * payload length = the frame */
-        l4 = l3 + 40;
-        if (l4 + 8 > cap || be16(f + l3 + 4) + l4 != cap)
+        l4 = ipv6_l4(f, l3, cap, &proto);
+        if (!l4 || l4 + 8 > cap || be16(f + l3 + 4) + l3 + 40 != cap)
             return 0;
-        proto = f[l3 + 6];
     } else {
         return 0;
     }
@@ -1118,6 +1206,7 @@ static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, Seg *g)
     g->l4 = l4;
     g->tags = tags;
     g->v6 = et == 0x86DD;
+    g->ext = g->v6 ? l4 - l3 - 40 : 0;
     g->pay = l4 + hl;
     g->L = cap - g->pay;
     g->psum = 0;
@@ -1208,7 +1297,9 @@ static void seg_fields(Seg *g)
         k[0] = (uint8_t)(first >> 24); k[1] = (uint8_t)(first >> 16);
         k[2] = (uint8_t)(first >> 8); k[3] = (uint8_t)first;
         k[4] = f[l3 + 6];
-        memcpy(k + 5, f + l3 + 8, 36);          /* addresses, ports */
+        memcpy(k + 5, f + l3 + 8, 32);          /* addresses */
+        memcpy(k + 37, f + l4, 4);              /* ports */
+        k[41] = (uint8_t)(g->ext >> 3);         /* extension headers (find) */
     } else {
         g->tosttl = ((uint32_t)f[l3 + 1] << 8) | f[l3 + 8];
         g->ipid = be16(f + l3 + 4);

@@ -28,7 +28,8 @@ from pcapgro.capture.pcap import PcapReader, PcapWriter
 from pcapgro.gro import GROConfig, GROEngine, cfast
 from pcapgro.record import Interface, Packet, Section
 
-from pktbuild import ACK, CWR, FIN, PSH, RST, SYN, URG, Flow, parse, ts_option
+from pktbuild import (ACK, CWR, FIN, PSH, RST, SYN, URG, Flow, dstopts, frag6, hbh, parse,
+                      routing, ts_option)
 from test_gro_plan import traffic
 
 pytestmark = pytest.mark.skipif(not cfast.available(),
@@ -41,7 +42,7 @@ IPOPT = b"\x01\x01\x01\x00"      # IPv4 options (NOPs): never the loop's
 
 # the link and IPv6 shapes of a flow with shapes=True (rule_traffic): plain,
 # 802.1Q, 802.1ad + 802.1Q, three tags (handed over), IPv6 flow labels and
-# an extension header (handed over)
+# an extension header (the loop's since issue 16)
 SHAPES = [{}, {"vlans": [(0x8100, 7)]}, {"vlans": [(0x88A8, 100), (0x8100, 7)]},
           {"vlans": [(0x8100, 1), (0x8100, 2), (0x8100, 3)]}]
 SHAPES6 = SHAPES + [{"flow": 0x12345}, {"exthdrs": [(60, bytes(6))]}]
@@ -351,7 +352,8 @@ def test_not_used_for_configurations_it_does_not_model():
     # annotations need pcapng output: the engine decides that per output
     # (GROEngine.ng_out); the configuration alone does not exclude them
     assert cfast.usable(GROConfig(annotate=True))
-    assert not cfast.usable(GROConfig(annotate=False, fraglist=True, local_ports=frozenset([80])))
+    # issue 16: fraglist with local sockets is modelled too
+    assert cfast.usable(GROConfig(annotate=False, fraglist=True, local_ports=frozenset([80])))
     assert cfast.usable(GROConfig(annotate=False, fraglist=True))
     # issue 16: the loop models the NAPI budget and gro_flush_timeout
     assert cfast.usable(GROConfig(annotate=False, napi_budget=64))
@@ -590,8 +592,8 @@ def test_seed_checksums_stay_in_the_compiled_loop(cfg):
 @pytest.mark.parametrize("n_flows", [1, 6, 13])
 def test_compiled_ipv6_and_vlan_flows(n_flows, ci):
     # issue 16.2/16.5: IPv6 TCP (no extension headers) and frames behind
-    # one or two VLAN tags are merged by the loop itself; an extension
-    # header, a third tag, BIG TCP IPv6 are handed over
+    # one or two VLAN tags are merged by the loop itself (and, since issue
+    # 16, behind extension headers); a third tag, BIG TCP IPv6 are handed over
     pkts = rule_traffic(n_flows * 17 + ci, n_flows, 2500, p6=0.5, shapes=True)
     assert check(pkts, 1 << 16, **CONFIGS[ci]) > 0
 
@@ -1064,3 +1066,183 @@ def test_in_poll_carried_to_the_python_engine():
         # 45 segments of 1448 reach 65536: two aggregates per poll
         assert st["flush_reasons"] == {"budget": 5, "size_limit": 5}
 
+
+def _loopback(pkts, linktype, order):
+    """``pkts`` (Ethernet frames of pktbuild Flows) behind a BSD loopback
+    header instead: DLT_NULL (0) with the address family in byte order
+    ``order`` ('<' or '>'), DLT_LOOP (108, network order); AF_INET6 as
+    one of 24, 28, 30 (and 10 for NULL) by the source address."""
+    from pcapgro.linklayer import network_layer
+    out = []
+    af6 = [24, 28, 30, 10] if linktype == 0 else [24, 28, 30]
+    for k, p in enumerate(pkts):
+        l3, et, _ = network_layer(1, p.data)
+        if l3 is None:
+            continue
+        fam = 2 if et == 0x0800 else af6[sum(p.data[l3 + 8:l3 + 24]) % len(af6)]
+        d = struct.pack(order + "I", fam) + bytes(p.data[l3:])
+        n = len(d) - (len(p.data) - p.orig_len)
+        out.append(Packet(p.ts, d, n, p.iface, linktype))
+    return out
+
+
+@pytest.mark.parametrize("linktype,order", [(0, "<"), (0, ">"), (108, ">")])
+@pytest.mark.parametrize("cfg", [dict(), dict(udp="gro", csum="kernel"),
+                                 dict(napi_budget=7, gro_flush_timeout=1_000_000, hz=1000)])
+def test_compiled_bsd_loopback(linktype, order, cfg):
+    # issue 16: DLT_NULL (host byte order: both seen) and DLT_LOOP captures
+    # (macOS / BSD lo0) go through the loop, IPv4 and IPv6: the same bytes
+    # and statistics as the Python engine, to pcap and to annotated pcapng
+    tcp = _loopback(rule_traffic(linktype + len(order) + len(cfg), 5, 2000, p6=0.4,
+                                 shapes=False), linktype, order)
+    udp = _loopback(udp_traffic(linktype + 3, 3, 1000, shapes=False), linktype, order)
+    pkts = sorted(tcp + udp, key=lambda p: p.ts)
+    # a family the loop does not know (AF_APPLETALK 16) is handed over
+    pkts[500] = Packet(pkts[500].ts, struct.pack(order + "I", 16) + bytes(pkts[500].data[4:]),
+                       pkts[500].orig_len, 0, linktype)
+    data = _pcap(pkts, linktype=linktype)
+    for chunk in (1 << 22, 9000):
+        c_out, c_st, wrote = run(data, True, chunk, **cfg)
+        assert wrote > 0
+        assert (c_out, c_st) == run(data, False, chunk, **cfg)[:2]
+        n_out, n_st, blocks = run_ng(data, True, chunk, True, **cfg)
+        assert blocks > 0
+        assert (n_out, n_st) == run_ng(data, False, chunk, True, **cfg)[:2]
+    assert c_st["aggregates"] > 50
+
+
+@pytest.mark.parametrize("linktype,order,fam", [(0, "<", 2), (0, ">", 2), (108, ">", 2),
+                                                (0, "<", 30), (0, ">", 24), (108, ">", 28)])
+def test_bsd_loopback_bulk_stays_in_the_compiled_loop(linktype, order, fam):
+    f = Flow(4 if fam == 2 else 6, ipid="inc")
+    pkts = _loopback([f.pkt(k * 1448, 1448, ACK, ts=T0 + k * US) for k in range(300)],
+                     linktype, order)
+    pkts = [Packet(p.ts, struct.pack(order + "I", fam) + bytes(p.data[4:]), p.orig_len, 0,
+                   linktype) for p in pkts]
+    data = _pcap(pkts, linktype=linktype)
+    out, st, runs, pys = _calls(data)
+    assert pys == 0 and runs == 1
+    assert (out, st) == run(data, False)[:2]
+    assert st["aggregates"] == 7          # 45 segments of 1448 reach 65536
+
+
+# IPv6 extension header chains (ipv6.py walks Hop-by-Hop 0, Routing 43,
+# Destination Options 60; a Fragment header 44 is rejected)
+EXT_CHAINS = [[hbh(b"\x05\x02\x00\x00")], [dstopts(bytes(4))], [routing(4, 0, bytes(20))],
+              [hbh(), routing(4, 1, bytes(36)), dstopts(bytes(12))],
+              [dstopts(bytes(254))]]
+
+
+def ext_traffic(seed, n_pkts):
+    """IPv6 bulk flows behind extension header chains: two flows that
+    differ only in their chain's bytes (not the same flow: ipv6_gro_receive
+    compares the whole chain), a flow whose chain changes now and then, a
+    chain over 256 bytes and Fragment headers (handed over), UDP behind a
+    chain, pure ACKs back."""
+    rnd = random.Random(seed)
+    flows = []
+    for i, chain in enumerate(EXT_CHAINS + [[dstopts(bytes(4)), dstopts(bytes(4))],
+                                            [dstopts(bytes(254)), dstopts(bytes(14))]]):
+        f = Flow(6, src="fd00::1", sport=30000, dport=443, ipid="inc", exthdrs=chain,
+                 mac_src=bytes([2, 0, 0, 0, 3, i % 3]), seq0=rnd.randrange(2**32),
+                 options=rnd.choice([b"", ts_option(5, 6)]))
+        back = Flow(6, src=f.dst, dst=f.src, sport=443, dport=30000, exthdrs=chain[:1])
+        flows.append([f, back, rnd.choice([1448, 1000, 500]), 0])
+    other = [dstopts(b"\x01\x02\x00\x00")]       # the same length as flow 1's chain
+    u = Flow(6, src="fd00::9", sport=53, dport=5353, exthdrs=[hbh(), dstopts(bytes(4))])
+    out, ts = [], T0
+    for k in range(n_pkts):
+        fl = rnd.choice(flows) if rnd.random() < 0.5 else flows[k // 10 % len(flows)]
+        f, back, mss, off = fl
+        ts += rnd.choice([1, 1, 3, 20]) * US
+        r = rnd.random()
+        if r < 0.005:
+            ts += 3_000_000
+        if r < 0.08:
+            out.append(back.pkt(0, 0, ACK, ts=ts, ack_off=off))
+            continue
+        if r < 0.12:
+            out.append(u.udp(300, ts=ts))
+            continue
+        kw = {}
+        if r < 0.14:
+            kw["exthdrs"] = other if f.exthdrs == EXT_CHAINS[1] else f.exthdrs[:1]
+        elif r < 0.15:
+            kw["exthdrs"] = [frag6()] + f.exthdrs
+        elif r < 0.16:
+            kw["csum"] = "bad"
+        elif r < 0.18:
+            kw["hlim"] = 3
+        out.append(f.pkt(off, mss, ACK, ts=ts, **kw))
+        fl[3] = off + mss
+    return out
+
+
+@pytest.mark.parametrize("cfg", [dict(), dict(csum="kernel"), dict(verify_csum=False),
+                                 dict(hash="none", udp="gro"), dict(fraglist=True),
+                                 dict(napi_budget=7, gro_flush_timeout=500_000)])
+def test_compiled_ipv6_extension_headers(cfg):
+    # issue 16: IPv6 behind Hop-by-Hop / Routing / Destination Options
+    # headers (up to 256 bytes) in the loop, the whole chain compared
+    # between segments; the same bytes and statistics as the Python engine
+    pkts = ext_traffic(len(cfg) * 5 + 1, 3000)
+    assert check(pkts, 9000, **cfg) > 0
+    data = _pcap(pkts)
+    n_out, n_st, blocks = run_ng(data, True, 9000, True, **cfg)
+    assert blocks > 0
+    assert (n_out, n_st) == run_ng(data, False, 9000, True, **cfg)[:2]
+
+
+@pytest.mark.parametrize("chain", EXT_CHAINS)
+def test_ipv6_extension_headers_stay_in_the_compiled_loop(chain):
+    f = Flow(6, ipid="inc", exthdrs=chain)
+    pkts = [f.pkt(k * 1000, 1000, ACK, ts=T0 + k * US) for k in range(300)]
+    data = _pcap(pkts)
+    out, st, runs, pys = _calls(data)
+    assert pys == 0 and runs == 1
+    assert (out, st) == run(data, False)[:2]
+    assert general(pkts) == (out, st)
+    # 1000-byte segments: 65 fit 65536 with the headers, fewer behind
+    # longer chains; everything merged, nothing passed
+    assert st["aggregates"] >= 300 // 65 and not st["pass_reasons"]
+
+
+@pytest.mark.parametrize("cfg", [dict(fraglist=True, local_ports=frozenset([443])),
+                                 dict(fraglist=True, local_ports=frozenset([443, 4001]),
+                                      udp="gro"),
+                                 dict(fraglist=True, local_ports=frozenset([4001]),
+                                      csum="kernel", napi_budget=7),
+                                 dict(fraglist=True, local_ports=frozenset([443, 70000]))])
+def test_compiled_fraglist_with_local_ports(cfg):
+    # issue 16: with rx-gro-list, flows to a port with a local socket take
+    # standard GRO (TCP: any socket; UDP: one with UDP_GRO, --udp gro), the
+    # others fraglist; a port beyond 65535 is never a segment's
+    tcp = rule_traffic(len(cfg) + 3, 6, 2000, p6=0.3)
+    udp = udp_traffic(len(cfg) + 4, 4, 1500)
+    pkts = sorted(tcp + udp, key=lambda p: p.ts)
+    assert check(pkts, 9000, **cfg) > 0
+    data = _pcap(pkts)
+    n_out, n_st, blocks = run_ng(data, True, 9000, True, **cfg)
+    assert blocks > 0
+    assert (n_out, n_st) == run_ng(data, False, 9000, True, **cfg)[:2]
+
+
+@pytest.mark.parametrize("udp", ["off", "gro"])
+def test_fraglist_with_local_ports_stays_in_the_compiled_loop(udp):
+    f = Flow(4, ipid="inc", dport=443)          # a local socket: standard GRO
+    g = Flow(4, ipid="inc", sport=7, dport=8080)    # forwarded: fraglist
+    u = Flow(6, sport=9, dport=5353)            # local UDP socket (UDP_GRO with gro)
+    pkts = []
+    for k in range(300):
+        ts = T0 + k * US
+        pkts += [f.pkt(k * 1000, 1000, ACK, ts=ts), g.pkt(k * 1000, 1000, ACK, ts=ts),
+                 u.udp(500, ts=ts)]
+    cfg = dict(fraglist=True, local_ports=frozenset([443, 5353]), udp=udp)
+    data = _pcap(pkts)
+    out, st, runs, pys = _calls(data, **cfg)
+    assert pys == 0 and runs == 1
+    assert (out, st) == run(data, False, **cfg)[:2]
+    assert general(pkts, **cfg) == (out, st)
+    kinds = st["by_kind"]
+    assert kinds["tcp"]["aggregates"] > 0 and kinds["tcp_fraglist"]["aggregates"] > 0
+    assert kinds["udp" if udp == "gro" else "udp_fraglist"]["aggregates"] > 0

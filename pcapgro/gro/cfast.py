@@ -1,6 +1,7 @@
 """The compiled fast path: classic pcap chunks and pcapng runs of EPBs of
 IPv4/IPv6 TCP and UDP behind Ethernet (VLAN-tagged or not), Linux cooked
-(SLL, SLL2) or raw IP link headers, standard or fraglist GRO, in C.
+(SLL, SLL2), raw IP or BSD loopback link headers, standard or fraglist
+GRO, in C.
 
 :mod:`pcapgro._native` (``pcapgro/_native.c``, built by ``setup.py`` when a
 C compiler is there; optional) runs GRO over the records of an input chunk
@@ -33,7 +34,7 @@ with the comments, TSO flag and restore records of annotated output, as
 pcapng (EPBs on the packet's own interface in its own units) or classic
 pcap as the writer lays it out (``GROEngine.raw_layout``, no annotations):
 see :func:`layout`; and the configuration is one the loop models: standard
-or fraglist GRO (fraglist: no local sockets), the gap poll model, with or
+or fraglist GRO (fraglist: local sockets too), the gap poll model, with or
 without a NAPI budget and gro_flush_timeout.  An aggregate handed over
 carries the restore rows of what the loop merged (``Agg.rows0``).  The poll
 count (``GROEngine.in_poll``) goes to the loop and back with each run.
@@ -55,8 +56,9 @@ __all__ = ["available", "usable", "layout", "poll_start", "CEngine", "FLUSH_CODE
            "LINKTYPES"]
 
 # the link types the loop walks (linklayer.network_layer's): EN10MB, Linux
-# cooked v1 and v2, raw IP (RAW, the two DLT_RAW numbers, IPV4, IPV6)
-LINKTYPES = frozenset((1, 113, 276, 101, 12, 14, 228, 229))
+# cooked v1 and v2, raw IP (RAW, the two DLT_RAW numbers, IPV4, IPV6), BSD
+# loopback (NULL, LOOP)
+LINKTYPES = frozenset((1, 113, 276, 101, 12, 14, 228, 229, 0, 108))
 
 # the reason codes of _native.c, in its order, from the names it exports
 # (a name that is not a Flush/Pass value raises ValueError at import)
@@ -80,7 +82,6 @@ def usable(cfg):
     """True when :class:`pcapgro.gro.GROConfig` ``cfg`` is one the compiled
     loop models (see the module doc)."""
     return (available() and cfg.compiled
-            and not (cfg.fraglist and cfg.local_ports)
             and cfg.hash in ("flow", "none") and cfg.csum in ("valid", "kernel")
             and 1 <= cfg.gro_max_size <= 0x7FFFFFFF and cfg.hz > 0)
 
@@ -178,6 +179,7 @@ class CEngine:
                               fraglist=cfg.fraglist,
                               gro_flush_timeout=min(cfg.gro_flush_timeout, 1 << 62),
                               napi_budget=cfg.napi_budget, budget_old_only=cfg.hz >= 1000,
+                              local_ports=_port_set(cfg.local_ports),
                               **ng)
 
     @property
@@ -315,6 +317,18 @@ def _epb_args(lb):
     """The run() / scan() arguments after the link type for chunk ``lb``:
     none for classic pcap records, (iface, offset ns) for EPBs."""
     return (lb.iface, lb.tsoff) if lb.epb else ()
+
+
+def _port_set(ports):
+    """``ports`` (ints 0..65535) as the loop's bit set: 8192 bytes, port p
+    at bit p % 8 of byte p // 8; b"" when there are none."""
+    if not ports:
+        return b""
+    bits = bytearray(65536 // 8)
+    for p in ports:
+        if 0 <= p < 65536:            # no other port is ever a segment's
+            bits[p >> 3] |= 1 << (p & 7)
+    return bytes(bits)
 
 
 _NATIVE = "<" if __import__("sys").byteorder == "little" else ">"
