@@ -80,8 +80,13 @@ def available():
 
 def usable(cfg):
     """True when :class:`pcapgro.gro.GROConfig` ``cfg`` is one the compiled
-    loop models (see the module doc)."""
+    loop models (see the module doc): with this and :func:`layout` (which
+    chunks, written how), the one place that decides which path runs.  It
+    models no UDP tunnel socket (with one, UDP datagrams take the
+    reference path: pcapgro.gro.udp_tunnel) and only the gap poll model
+    (the work model is pcapgro.gro.napi's, on the reference path)."""
     return (available() and cfg.compiled
+            and not (cfg.vxlan_ports or cfg.geneve_ports) and cfg.poll_model == "gap"
             and cfg.hash in ("flow", "none") and cfg.csum in ("valid", "kernel")
             and 1 <= cfg.gro_max_size <= 0x7FFFFFFF and cfg.hz > 0)
 
@@ -133,6 +138,8 @@ def layout(lb, eng):
     (``eng.ng_out == (byteorder or None, None)``: the writer numbers the
     interfaces as the reader does) or classic pcap as the writer's
     ``record_layout`` says (``eng.raw_layout``, not annotated)."""
+    if lb.linktype not in LINKTYPES:
+        return None
     annotate = eng.cfg.annotate
     if not lb.epb:
         if lb.hl != 16:

@@ -112,14 +112,11 @@ class GROEngine(NAPI):
         # PcapWriter.record_layout): the loop writes such records
         self.raw_layout = None
         self._c = None                   # its CEngine, made on first use
-        # the compiled loop models no UDP tunnel socket: with one, UDP
-        # datagrams go through the Python paths (pcapgro.gro.udp_tunnel)
-        self._c_ok = cfast.usable(self.cfg) and not (self.cfg.vxlan_ports
-                                                      or self.cfg.geneve_ports)
-        # the work poll model (pcapgro.gro.napi) runs on the Python paths
+        # which path runs: cfast.usable (this configuration) and
+        # cfast.layout (each chunk) decide
+        self._c_ok = cfast.usable(self.cfg)
+        # the work poll model (pcapgro.gro.napi), on the reference path
         self._clock = PollClock(self.cfg) if self.cfg.poll_model == "work" else None
-        if self._clock is not None:
-            self._c_ok = False
         # blocks written ahead of held packets (pcapgro.restore.BlockClaims)
         self._claims = restore.BlockClaims()
 
@@ -238,8 +235,7 @@ class GROEngine(NAPI):
         n = len(lb)
         if not n:
             return
-        lay = (cfast.layout(lb, self) if self._c_ok and lb.linktype in cfast.LINKTYPES
-               else None)
+        lay = cfast.layout(lb, self) if self._c_ok else None
         if lay is None:
             self._release()
             self._chunk_py(lb)
