@@ -1118,18 +1118,13 @@ static int epb_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_s
     return 1;
 }
 
-/* The frame step: the frame f of cap bytes when this loop handles it (see
- * the file comment): fills g (but for psum), returns 1; 0 when not
- * handled.  The checks of the Python reference's inet_gro_receive /
- * ipv6_gro_receive / tcp_gro_receive (pcapgro/gro/ipv4.py, ipv6.py,
- * tcp.py, udp.py) for this one case. */
-static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, Seg *g)
+/* The link layer step (linklayer.network_layer) of frame f: Ethernet,
+ * then up to MAXTAGS VLAN tags (vlan_gro_receive); Linux cooked v1 / v2;
+ * raw IP; BSD loopback.  Sets *l3 (network header offset), *et (its
+ * EtherType) and *tags; 0 when not handled here. */
+static int link_layer(const Engine *e, const uint8_t *f, uint32_t *l3p, uint32_t *etp,
+                      uint32_t *tagsp)
 {
-    if (cap < 20 + 8)
-        return 0;
-    /* the link layer (linklayer.network_layer): Ethernet, then up to
-     * MAXTAGS VLAN tags (vlan_gro_receive); Linux cooked v1 / v2; raw IP;
-     * BSD loopback */
     uint32_t l3, et, tags = 0;
     switch (e->linktype) {
     case 1:
@@ -1162,6 +1157,24 @@ static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, Seg *g)
     default:
         return 0;
     }
+    *l3p = l3;
+    *etp = et;
+    *tagsp = tags;
+    return 1;
+}
+
+/* The frame step: the frame f of cap bytes when this loop handles it (see
+ * the file comment): fills g (but for psum), returns 1; 0 when not
+ * handled.  The checks of the Python reference's inet_gro_receive /
+ * ipv6_gro_receive / tcp_gro_receive (pcapgro/gro/ipv4.py, ipv6.py,
+ * tcp.py, udp.py) for this one case. */
+static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, Seg *g)
+{
+    if (cap < 20 + 8)
+        return 0;
+    uint32_t l3, et, tags;
+    if (!link_layer(e, f, &l3, &et, &tags))
+        return 0;
     uint32_t l4, frag = 0, proto;
     if (et == 0x0800) {
         /* inet_gro_receive: no options, no fragment, good header checksum,
