@@ -11,7 +11,8 @@ Inputs:
 
 For each input: ``editcap -F pcap`` and ``editcap -F pcapng`` copy it, and
 ``pcapgro merge`` runs to pcap (checksums verified and not), to pcapng
-(annotated), with ``--fraglist`` and with ``--udp gro``.  Each command runs
+(annotated), with ``--fraglist``, ``--udp gro``, a NAPI budget and a flush
+timeout.  Each command runs
 ``--repeat`` times; the median time is kept (this machine is shared and
 noisy), printed as packets/s and as the ratio to the editcap copy of the
 same output format measured in the same run, with the peak RSS.
@@ -137,6 +138,8 @@ JOBS = [  # (name, output extension, pcapgro arguments or None for editcap)
     ("merge -> pcapng (annotated)", "pcapng", "merge"),
     ("merge --fraglist", "pcap", "merge --fraglist"),
     ("merge --udp gro", "pcap", "merge --udp gro"),
+    ("merge --napi-budget 64", "pcap", "merge --napi-budget 64"),
+    ("merge --gro-flush-timeout 200000", "pcap", "merge --gro-flush-timeout 200000"),
 ]
 
 
@@ -165,7 +168,8 @@ def run_input(path, pcapgro, repeat, outdir):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--real", help="a real capture (classic pcap), e.g. from real_capture.py")
+    ap.add_argument("--real", help="a real capture (classic pcap, or pcapng: then every merge "
+                    "reads pcapng), e.g. from real_capture.py")
     ap.add_argument("--packets", type=int, default=400_000, help="mixed capture size")
     ap.add_argument("--repeat", type=int, default=5, help="runs per command (median kept)")
     a = ap.parse_args()
