@@ -195,9 +195,18 @@ def stream_merge(n_bytes, pcapgro, args=("merge",)):
 
 
 def count_packets(path):
-    """Number of records of a classic pcap (walks the record headers)."""
+    """Number of records of a classic pcap (walks the record headers), or
+    of packets of a pcapng file (read with pcapgro's reader)."""
     n = 0
     with open(path, "rb") as f:
+        if f.read(4) == b"\x0a\x0d\x0d\x0a":
+            sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+            from pcapgro.capture import open_reader
+            from pcapgro.record import Packet
+            r = open_reader(path)
+            n = sum(type(e) is Packet for b in r.batches() for e in b)
+            r.close()
+            return n
         f.seek(24)
         hdr = struct.Struct("<IIII")
         while True:
