@@ -337,6 +337,24 @@ class EpbChunk:
         return out
 
 
+def _frame_place(pos, e, bl, cl, iface, hi, lo, ifs, kind):
+    """Where the frame of the EPB or PB at ``pos`` (ending at ``e``, block
+    length ``bl``, captured length ``cl``, interface ``iface``, timestamp
+    ticks ``hi``/``lo``) leaves off and what it is: ``(options start, link
+    type, time in ns)``.  Raises _Bad(pos, problem) when the frame overruns
+    the block or the interface is not defined; ``kind`` names the block."""
+    oe = pos + 28 + ((cl + 3) & ~3)
+    if oe > e - 4:
+        raise _Bad(pos, f"bad block length {bl} for {kind} of captured length {cl}")
+    try:
+        lt, mul, off, conv, _ = ifs[iface]
+    except IndexError:
+        raise _Bad(pos, f"packet for interface {iface}, but the section "
+                        f"has {len(ifs)} interface(s)") from None
+    ticks = hi << 32 | lo
+    return oe, lt, ticks * mul + off if conv is None else conv(ticks)
+
+
 class PcapngReader(ReaderBase):
     """Reads a pcapng file from a binary file object, without seeking.
 
@@ -553,19 +571,8 @@ class PcapngReader(ReaderBase):
         if bl < 32:
             raise _Bad(pos, f"bad block length {bl} for an enhanced packet block")
         iface, hi, lo, cl, ol = _STRUCTS[bo][1](buf, pos + 8)
-        s = pos + 28
-        oe = s + ((cl + 3) & ~3)
-        if oe > e - 4:
-            raise _Bad(pos, f"bad block length {bl} for an enhanced packet "
-                            f"block of captured length {cl}")
-        try:
-            lt, mul, off, conv, _ = ifs[iface]
-        except IndexError:
-            raise _Bad(pos, f"packet for interface {iface}, but the section "
-                            f"has {len(ifs)} interface(s)") from None
-        ticks = hi << 32 | lo
-        return Packet(ticks * mul + off if conv is None else conv(ticks), buf[s:s + cl], ol,
-                      iface, lt, None if oe == e - 4 else
+        oe, lt, ts = _frame_place(pos, e, bl, cl, iface, hi, lo, ifs, "an enhanced packet block")
+        return Packet(ts, buf[pos + 28:pos + 28 + cl], ol, iface, lt, None if oe == e - 4 else
                       _packet_meta(BLOCK_EPB, parse_options(buf, oe, e - 4, bo, pos), bo))
 
     def _other_block(self, bt, buf, pos, e, bl, bo, ifs):
@@ -616,22 +623,11 @@ class PcapngReader(ReaderBase):
         if bl < 32:
             raise _Bad(pos, f"bad block length {bl} for a packet block")
         iface, drops, hi, lo, cl, ol = struct.unpack_from(bo + "HHIIII", buf, pos + 8)
-        s = pos + 28
-        oe = s + ((cl + 3) & ~3)
-        if oe > e - 4:
-            raise _Bad(pos, f"bad block length {bl} for a packet block "
-                            f"of captured length {cl}")
-        try:
-            lt, mul, off, conv, _ = ifs[iface]
-        except IndexError:
-            raise _Bad(pos, f"packet for interface {iface}, but the section "
-                            f"has {len(ifs)} interface(s)") from None
-        ticks = hi << 32 | lo
+        oe, lt, ts = _frame_place(pos, e, bl, cl, iface, hi, lo, ifs, "a packet block")
         meta = _packet_meta(BLOCK_PB, parse_options(buf, oe, e - 4, bo, pos), bo)
         if drops and drops != 0xFFFF:
             meta.options.append((OPT_DROPCOUNT, struct.pack(bo + "Q", drops)))
-        return Packet(ticks * mul + off if conv is None else conv(ticks),
-                      buf[s:s + cl], ol, iface, lt, meta)
+        return Packet(ts, buf[pos + 28:pos + 28 + cl], ol, iface, lt, meta)
 
     def _next_chunk(self, pos, end, need, first):
         """After a chunk's blocks up to ``pos``: the next buffer (``need``
