@@ -29,7 +29,7 @@ from .seg import Seg
 __all__ = ["GROEngine"]
 
 _BATCH = 256        # Packets per batch in process()
-_MAX_BATCH = 4096   # at most this many Packets classified at once
+_MAX_BATCH = 4096   # at most this many Packets per _packets() call
 _ONLY_PACKETS = {Packet}
 
 
@@ -76,9 +76,9 @@ class GROEngine(NAPI):
 
     :meth:`process` takes and yields events; :meth:`transform_batches`
     (what :func:`pcapgro.pipeline.run` uses) takes and yields lists of them,
-    and also takes a reader's lazy chunks (``RecordChunk``: records not yet
-    made into Packets), which the compiled core takes in place where it
-    can.  Both give the same output.
+    and also takes a reader's lazy chunks (``RecordChunk``, ``EpbChunk``:
+    records not yet made into Packets), which the compiled core takes in
+    place where it can.  Both give the same output.
 
     Usage::
 
