@@ -221,14 +221,21 @@ WRAP = ("import resource, subprocess, sys, time\n"
         "t = time.perf_counter()\n"
         "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
         "dt = time.perf_counter() - t\n"
-        "print(r.returncode, dt, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+        "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+        "print(r.returncode, dt, u.ru_maxrss, u.ru_utime + u.ru_stime)\n")
+
+
+def timed_cpu(cmd):
+    """Run ``cmd``; returns (exit status, seconds, peak RSS KiB, CPU seconds:
+    user + system, steadier than wall time on a shared machine)."""
+    p = subprocess.run([sys.executable, "-c", WRAP, *cmd], capture_output=True, text=True)
+    rc, dt, rss, cpu = p.stdout.split()
+    return int(rc), float(dt), int(rss), float(cpu)
 
 
 def timed(cmd):
     """Run ``cmd``; returns (exit status, seconds, peak RSS KiB)."""
-    p = subprocess.run([sys.executable, "-c", WRAP, *cmd], capture_output=True, text=True)
-    rc, dt, rss = p.stdout.split()
-    return int(rc), float(dt), int(rss)
+    return timed_cpu(cmd)[:3]
 
 
 def main():

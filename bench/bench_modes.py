@@ -15,7 +15,8 @@ For each input: ``editcap -F pcap`` and ``editcap -F pcapng`` copy it, and
 timeout.  Each command runs
 ``--repeat`` times; the median time is kept (this machine is shared and
 noisy), printed as packets/s and as the ratio to the editcap copy of the
-same output format measured in the same run, with the peak RSS.
+same output format measured in the same run, by wall time and by CPU time
+(user + system: steadier on a shared machine), with the peak RSS.
 
 Usage:
     python3 bench/bench_modes.py [--real FILE] [--packets N] [--repeat R]
@@ -34,7 +35,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import _fold, _sum16, count_packets, timed  # noqa: E402
+from bench import _fold, _sum16, count_packets, timed_cpu  # noqa: E402
 
 FLOWS = 64
 BURST = 16
@@ -144,7 +145,9 @@ JOBS = [  # (name, output extension, pcapgro arguments or None for editcap)
 
 
 def run_input(path, pcapgro, repeat, outdir):
-    """Time every job on ``path``; returns rows (name, pkt/s, ratio, RSS MiB)."""
+    """Time every job on ``path``; returns rows (name, pkt/s, ratio, CPU
+    ratio, RSS MiB): the ratios are to the editcap copy of the same output
+    format, by median wall time and by median CPU time."""
     n = count_packets(path)
     ref = {}
     rows = []
@@ -152,17 +155,18 @@ def run_input(path, pcapgro, repeat, outdir):
         out = os.path.join(outdir, "o." + ext)
         cmd = (["editcap", "-F", ext, path, out] if args is None
                else pcapgro + shlex.split(args) + ["-q", path, out])
-        times, rss = [], 0
+        times, cpus, rss = [], [], 0
         for _ in range(repeat):
-            rc, dt, r = timed(cmd)
+            rc, dt, r, cpu = timed_cpu(cmd)
             if rc != 0:
                 raise SystemExit(f"{name}: exit status {rc}")
             times.append(dt)
+            cpus.append(cpu)
             rss = max(rss, r)
-        rate = n / statistics.median(times)
+        wall, cpu = statistics.median(times), statistics.median(cpus)
         if args is None:
-            ref[ext] = rate
-        rows.append((name, rate, rate / ref[ext], rss / 1024))
+            ref[ext] = (wall, cpu)
+        rows.append((name, n / wall, ref[ext][0] / wall, ref[ext][1] / cpu, rss / 1024))
     return n, rows
 
 
@@ -189,9 +193,10 @@ def main():
         for path in ([a.real] if a.real else []) + [mixed]:
             n, rows = run_input(path, pcapgro, a.repeat, outdir)
             print(f"\n{os.path.basename(path)}: {n:,} packets, median of {a.repeat}")
-            print(f"{'command':32} {'pkt/s':>10} {'vs editcap':>10} {'peak RSS':>9}")
-            for name, rate, ratio, rss in rows:
-                print(f"{name:32} {rate:10,.0f} {ratio:9.2f}x {rss:6.0f} MiB")
+            print(f"{'command':32} {'pkt/s':>10} {'vs editcap':>10} {'CPU vs':>7} "
+                  f"{'peak RSS':>9}")
+            for name, rate, ratio, cratio, rss in rows:
+                print(f"{name:32} {rate:10,.0f} {ratio:9.2f}x {cratio:6.2f}x {rss:6.0f} MiB")
     finally:
         shutil.rmtree(outdir, ignore_errors=True)
 
