@@ -110,8 +110,7 @@ def _batches_through(reader, writer, tb, progress):
     as it is (aggregates as parts; records or EPBs the compiled core lays
     out)."""
     wb = writer.write_batch
-    lazy = ((getattr(reader, "format", None) == "pcap" and hasattr(reader, "_chunks"))
-            or getattr(reader, "lazy_batches", False))
+    lazy = getattr(reader, "lazy_batches", False)
     eng = getattr(tb, "__self__", None)
     if getattr(writer, "takes_parts", False) and hasattr(eng, "parts_out"):
         # aggregates go to the writer as their parts, not joined

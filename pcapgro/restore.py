@@ -73,6 +73,7 @@ import zlib
 from collections import deque
 from urllib.parse import quote, unquote_to_bytes
 
+from .capture import _stream
 from .capture.pcapng import epb_packet, ns_to_ts
 from .checksum import LazyNumpy, ipv4_header_ok
 from .linklayer import ETH_P_IP, network_layer
@@ -360,8 +361,8 @@ def _pick_place():
     :meth:`Restorer._batch`), or None as for :func:`_pick_restore`."""
     if _pick_restore() is None:
         return None
-    from ._restore import keep_heap, place
-    keep_heap()         # chunk-sized blocks reused, not fresh pages each time
+    from ._restore import place
+    _stream.keep_heap()     # chunk-sized blocks reused, not fresh pages each time
     return place
 
 

@@ -25,6 +25,21 @@ except ImportError:          # pragma: no cover - depends on the build
 # compiled helper is there (every byte is read into or cut off before use)
 new_buffer = _native.buffer if _native is not None else bytearray
 
+def keep_heap():
+    """Have glibc's malloc keep chunk-sized blocks in its heap
+    (:func:`pcapgro._restore.keep_heap`): the compiled record paths (GRO,
+    split, split --restore) allocate and free a few MiB per reader chunk
+    (the chunk, the output records), and with glibc's default mmap
+    threshold each is fresh memory from the kernel (page faults and
+    zeroing: a quarter to a third of their CPU time on a bulk capture).
+    Process-wide; nothing done without that extension or off glibc."""
+    try:
+        from .._restore import keep_heap as keep
+    except ImportError:     # pragma: no cover - built without a C compiler
+        return
+    keep()
+
+
 CHUNK = 1 << 22          # bytes per read() of the input: numpy per-chunk costs amortize
 FLUSH = 1 << 20          # bytes collected before one write() of the output
 # bytes per read() with direct_reads() (at most CHUNK): the compiled walk of

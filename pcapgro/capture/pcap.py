@@ -154,12 +154,6 @@ class RecordChunk:
         return Packet(self.ts[i], self.mv[s:s + self.cap[i]].tobytes(), self.orig[i], 0,
                       self.linktype, None)
 
-    def times(self):
-        """Each record's arrival time, ns (list of int)."""
-        if getattr(self, "off", None) is None:
-            self.columns()
-        return self.ts
-
     def packets(self):
         """Every record as a Packet (list)."""
         if getattr(self, "off", None) is None:
@@ -195,6 +189,7 @@ class PcapReader(ReaderBase):
     """
 
     format = "pcap"
+    lazy_batches = True     # batches(lazy=True): pcapgro.pipeline.run for GRO
 
     def __init__(self, f, head=b"", name="input"):
         self.name = name

@@ -43,6 +43,7 @@ count (``GROEngine.in_poll``) goes to the loop and back with each run.
 
 import os
 
+from ..capture import _stream
 from ..record import Packet, RawBlocks, RawRecords
 from .flush import Flush, Pass
 from .stats import KINDS          # the C loop's kind order
@@ -167,7 +168,7 @@ class CEngine:
     """
 
     def __init__(self, cfg, ng_out=None):
-        _keep_heap()
+        _stream.keep_heap()
         self.cfg = cfg
         # pcapng output: (byteorder, div) of the EPBs (PcapngWriter.accepts_blocks)
         self.ng_out = ng_out
@@ -306,18 +307,6 @@ class CEngine:
             agg.fin_psh = fin_psh
             agg.fixedid = bool(fixedid)
             assert agg.bucket is eng.buckets[b]
-
-
-def _keep_heap():
-    """Freed chunk-sized blocks (each run's output, the reader's chunks)
-    stay in the heap for the next chunk instead of being fresh pages from
-    the kernel each time (``pcapgro._restore.keep_heap``: a third of the
-    run's CPU time in page faults and zeroing without it)."""
-    try:
-        from .._restore import keep_heap
-    except ImportError:      # pragma: no cover - depends on the build
-        return
-    keep_heap()
 
 
 def _epb_args(lb):

@@ -12,6 +12,7 @@ passed unchanged is copied verbatim, a changed one is encoded, and a
 super-frame's segments are written by the compiled segmenter.
 """
 
+from ..capture import _stream
 from ..errors import DamagedInput
 from ..record import Packet
 from . import cseg
@@ -59,7 +60,7 @@ def transform_batches(sp, batches):
     if not (sp.raw_out and cseg.available()):
         yield from _lists(sp.process(_flatten(batches)))
         return
-    cseg.keep_heap()
+    _stream.keep_heap()
     st = _RawState(sp)
     try:
         for b in batches:

@@ -31,7 +31,7 @@ try:
 except ImportError:         # built without a C compiler
     _gso = None
 
-__all__ = ["available", "keep_heap", "segment_into", "segment_tcp4", "RecordOut", "chunk_run",
+__all__ = ["available", "segment_into", "segment_tcp4", "RecordOut", "chunk_run",
            "chunk_records", "chunk_packets"]
 
 
@@ -39,21 +39,6 @@ def available():
     """True when the compiled segmenter is built and not turned off by
     ``PCAPGRO_NO_C``."""
     return _gso is not None and not os.environ.get("PCAPGRO_NO_C")
-
-
-def keep_heap():
-    """Have glibc's malloc keep chunk-sized blocks in its heap
-    (:func:`pcapgro._restore.keep_heap`): the record path allocates and
-    frees a few MiB per reader chunk (the chunk, the output records, grown
-    and cut back by each compiled call), and with glibc's default mmap
-    threshold each is fresh memory from the kernel (page faults and zeroing:
-    a quarter of split's system time on a bulk capture).  Nothing done
-    without that extension or off glibc."""
-    try:
-        from .._restore import keep_heap as keep
-    except ImportError:     # pragma: no cover - built without a C compiler
-        return
-    keep()
 
 
 def segment_into(out, data, l3, l4hdr_len, proto, mss, fixed_id, ts, step, mul, swap):
