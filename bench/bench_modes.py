@@ -13,8 +13,9 @@ For each input: ``editcap -F pcap`` and ``editcap -F pcapng`` copy it, and
 ``pcapgro merge`` runs to pcap (checksums verified and not), to pcapng
 (annotated), with ``--fraglist``, ``--udp gro``, a NAPI budget and a flush
 timeout.  Each command runs
-``--repeat`` times; the median time is kept (this machine is shared and
-noisy), printed as packets/s and as the ratio to the editcap copy of the
+``--repeat`` times, the commands taking turns, each run with no output
+file beforehand (see run_input); the median time is kept (this machine is
+shared and noisy), printed as packets/s and as the ratio to the editcap copy of the
 same output format measured in the same run, by wall time and by CPU time
 (user + system: steadier on a shared machine), with the peak RSS.
 
@@ -147,26 +148,41 @@ JOBS = [  # (name, output extension, pcapgro arguments or None for editcap)
 def run_input(path, pcapgro, repeat, outdir):
     """Time every job on ``path``; returns rows (name, pkt/s, ratio, CPU
     ratio, RSS MiB): the ratios are to the editcap copy of the same output
-    format, by median wall time and by median CPU time."""
+    format, by median wall time and by median CPU time.
+
+    The jobs run round-robin (every job once, ``repeat`` times over), so a
+    slow spell of this shared machine falls on all of them alike rather
+    than on the few that ran through it; and every run starts with no
+    output file.  The latter matters on tmpfs in a VM: editcap truncates
+    an existing OUT in place, while pcapgro writes a temp file and renames
+    it over OUT (README "Command line"), so with OUT left from the run
+    before, pcapgro's run alone needed a second output's worth of fresh
+    pages, which the host may have to back first (measured: 0.2 to 1.4 s
+    of system time writing the same 512 MiB)."""
     n = count_packets(path)
-    ref = {}
-    rows = []
-    for name, ext, args in JOBS:
-        out = os.path.join(outdir, "o." + ext)
-        cmd = (["editcap", "-F", ext, path, out] if args is None
-               else pcapgro + shlex.split(args) + ["-q", path, out])
-        times, cpus, rss = [], [], 0
-        for _ in range(repeat):
+    times = {name: [] for name, _, _ in JOBS}
+    cpus = {name: [] for name, _, _ in JOBS}
+    rss = dict.fromkeys(times, 0)
+    for _ in range(repeat):
+        for name, ext, args in JOBS:
+            out = os.path.join(outdir, "o." + ext)
+            if os.path.exists(out):
+                os.unlink(out)
+            cmd = (["editcap", "-F", ext, path, out] if args is None
+                   else pcapgro + shlex.split(args) + ["-q", path, out])
             rc, dt, r, cpu = timed_cpu(cmd)
             if rc != 0:
                 raise SystemExit(f"{name}: exit status {rc}")
-            times.append(dt)
-            cpus.append(cpu)
-            rss = max(rss, r)
-        wall, cpu = statistics.median(times), statistics.median(cpus)
+            times[name].append(dt)
+            cpus[name].append(cpu)
+            rss[name] = max(rss[name], r)
+    ref = {}
+    rows = []
+    for name, ext, args in JOBS:
+        wall, cpu = statistics.median(times[name]), statistics.median(cpus[name])
         if args is None:
             ref[ext] = (wall, cpu)
-        rows.append((name, n / wall, ref[ext][0] / wall, ref[ext][1] / cpu, rss / 1024))
+        rows.append((name, n / wall, ref[ext][0] / wall, ref[ext][1] / cpu, rss[name] / 1024))
     return n, rows
 
 

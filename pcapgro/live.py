@@ -239,7 +239,7 @@ class LiveCapture:
         _grow_pipe(self.proc.stdout)
         try:
             # bufsize=0: a raw pipe, whose readinto returns what is there
-            # (a BufferedReader's waits until the reader's 4 MiB are full)
+            # (a BufferedReader's waits until the reader's chunk is full)
             self.pump = subprocess.Popen([sys.executable, "-s", "-E", _PUMP, str(MAX_BACKLOG)],
                                          stdin=self.proc.stdout, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, start_new_session=True,

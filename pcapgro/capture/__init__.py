@@ -1,7 +1,7 @@
 """Capture files in and out: classic pcap and pcapng readers and writers.
 
 pcapgro does not use dpkt's pcap/pcapng Reader/Writer (they lose the
-original length, interfaces, nanoseconds and comments, and are slow); :mod:`.pcap` and :mod:`.pcapng` read 4 MiB chunks and decode records
+original length, interfaces, nanoseconds and comments, and are slow); :mod:`.pcap` and :mod:`.pcapng` read 512 KiB chunks and decode records
 with precompiled ``struct.Struct.unpack_from``, and write through a list of
 parts flushed per >= 1 MiB (``os.writev``, or one join).
 

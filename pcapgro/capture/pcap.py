@@ -3,7 +3,7 @@
 pcapgro reads and writes these itself rather than with ``dpkt.pcap``:
 dpkt's Reader drops the original length, returns float/Decimal timestamps
 and costs ~2.8 us per record; dpkt's Writer writes ``snaplen=1500`` and
-``caplen == len``.  Here the input is read in 4 MiB chunks (each a new
+``caplen == len``.  Here the input is read in 512 KiB chunks (each a new
 bytearray, filled by ``readinto``) and record headers are decoded with a
 precompiled ``struct.Struct.unpack_from`` directly out of the chunk; output
 records are packed with ``struct.Struct.pack`` into a list and written per
@@ -243,7 +243,7 @@ class PcapReader(ReaderBase):
 
     def batches(self, lazy=False):
         """Yield lists of events; the first list is ``[Section, Interface]``,
-        then lists of Packets (one list per input chunk of ~4 MiB).  With
+        then lists of Packets (one list per input chunk of ~512 KiB).  With
         ``lazy``, :class:`RecordChunk` objects instead of those lists."""
         yield self.header_events()
         if lazy:
