@@ -107,7 +107,7 @@ put32h(unsigned char *p, uint32_t v, int swap)   /* record header word */
 
 PyDoc_STRVAR(segment_doc,
 "segment(out, frame, l3off, l3hdr, family, ipid, fixed_id, l4off, l4hdr_len,\n"
-"        proto, payload_len, mss, psum, ts, step, mul, swap) -> (n, ncut, maxcap)\n\n"
+"        proto, payload_len, mss, psum, ts, step, mul, swap[, outer]) -> (n, ncut, maxcap)\n\n"
 "Append the segments of one TCP (proto 6) or UDP (proto 17) super-frame to\n"
 "bytearray ``out`` as classic pcap records.\n\n"
 "frame: its captured bytes; l3off: offset of the IP header (the link-layer\n"
@@ -122,6 +122,14 @@ PyDoc_STRVAR(segment_doc,
 "fraction unit (1000 or 1); swap: record headers in the other byte order.\n"
 "Returns the number of segments, of those cut (payload not all captured:\n"
 "the checksum seed left) and the largest captured length.\n"
+"outer: None, or for a super-frame inside a tunnel (l3off, l3off the inner\n"
+"IP header's) the tuple (l3off, hl, family, ipid, tun_off, csum_at, udp,\n"
+"psum) of its outer IP header (offset, length, 4 or 6, IPv4 ID: segment k\n"
+"gets ipid + k), the UDP or GRE header's offset (-1: IPIP, SIT, IP4IP6,\n"
+"IP6IP6), the outer UDP / GRE checksum field's offset (-1: none, or a UDP\n"
+"checksum of 0), udp (VXLAN, Geneve: the UDP length is set per segment)\n"
+"and the outer UDP pseudo-header sum without the length: each segment's\n"
+"outer headers are then fixed as pcapgro/gso/tunnel.py _fix_outer does.\n"
 "Raises ValueError when a length does not fit its field or the headers\n"
 "are not captured.");
 
@@ -200,34 +208,155 @@ write_segment(const struct cut *c, Py_ssize_t k, unsigned char *o, Py_ssize_t *c
     return th + thl + got;
 }
 
+/* the outer headers of a tunnelled super-frame (segment()'s `outer`) */
+struct outer {
+    Py_ssize_t l3off, hl, tun_off, csum_at;     /* tun_off, csum_at: -1 none */
+    int family, udp;
+    unsigned long ipid;
+    uint64_t psum;                 /* outer UDP pseudo-header sum, no length */
+};
+
+/* the checksum field pcapgro/gso/tunnel.py _fix_outer writes for a block
+ * summing to s: ~fold(s), never 0 (a UDP 0 is sent as 0xFFFF, and a GRE
+ * sum of 0 gives 0xFFFF) */
+static inline unsigned
+outer_csum_field(uint64_t s)
+{
+    return 0xFFFF - (unsigned)(s % 0xFFFF);
+}
+
+/* net/ipv4/af_inet.c inet_gso_segment / net/ipv6/ip6_offload.c
+ * ipv6_gso_segment on a tunnel's outer header (also SKB_GSO_IPXIP4/6: IPIP,
+ * SIT, IP4IP6, IP6IP6): segment k (frame f, `wire` bytes on the wire) gets
+ * the outer IPv4 total length, ID base + k and header checksum, or the
+ * outer IPv6 payload length */
+static void
+outer_ip(const struct outer *t, unsigned char *f, Py_ssize_t wire, Py_ssize_t k)
+{
+    unsigned char *ip = f + t->l3off;
+    if (t->family == 4) {
+        put16(ip + 2, (unsigned)(wire - t->l3off));
+        put16(ip + 4, (unsigned)((t->ipid + k) & 0xFFFF));
+        ip[10] = ip[11] = 0;
+        put16(ip + 10, outer_csum_field(be_sum(ip, t->hl)));
+    } else {
+        put16(ip + 4, (unsigned)(wire - t->l3off - 40));
+    }
+}
+
+/* net/ipv4/udp_offload.c __skb_udp_tunnel_segment (VXLAN, Geneve: the
+ * outer UDP length per segment; its checksum recomputed when it was set,
+ * SKB_GSO_UDP_TUNNEL_CSUM, and left 0 when it was 0) and
+ * net/ipv4/gre_offload.c gre_gso_segment (a GRE checksum, C flag,
+ * recomputed over the GRE header and what follows): after the inner
+ * segment is written (frame f, `cap` bytes captured, `wire` on the wire;
+ * `ok` 0: not all captured, the super-frame's field stays) */
+static void
+outer_tunnel(const struct outer *t, unsigned char *f, Py_ssize_t cap, Py_ssize_t wire, int ok)
+{
+    if (t->udp)
+        put16(f + t->tun_off + 4, (unsigned)(wire - t->tun_off));
+    if (t->csum_at < 0 || !ok)
+        return;
+    f[t->csum_at] = f[t->csum_at + 1] = 0;
+    uint64_t s = be_sum(f + t->tun_off, cap - t->tun_off);
+    if (t->udp)
+        s += t->psum + (uint64_t)(wire - t->tun_off);
+    put16(f + t->csum_at, outer_csum_field(s));
+}
+
+/* segment()'s `outer` tuple (l3off, hl, family, ipid, tun_off, csum_at, udp,
+ * psum) checked against the inner headers (inner IP at `in3`, the first
+ * segment `first` bytes on the wire); 0, or -1 with an exception */
+static int
+parse_outer(PyObject *o, struct outer *t, Py_ssize_t in3, Py_ssize_t first)
+{
+    unsigned long long ps;
+    if (!PyArg_ParseTuple(o, "nniknnpK", &t->l3off, &t->hl, &t->family, &t->ipid,
+                          &t->tun_off, &t->csum_at, &t->udp, &ps))
+        return -1;
+    t->psum = ps;
+    Py_ssize_t tun = t->tun_off < 0 ? in3 : t->tun_off;
+    if (t->l3off < 0 || (t->family == 4 ? t->hl < 20 || t->hl > 60 : t->hl < 40)
+            || t->l3off + t->hl > tun || tun > in3 || (t->udp && (t->tun_off < 0 || tun + 8 > in3))
+            || (t->csum_at >= 0 && (t->tun_off < 0 || t->csum_at < tun || t->csum_at + 2 > in3))) {
+        PyErr_SetString(PyExc_ValueError, "segment: bad outer headers");
+        return -1;
+    }
+    if (first - t->l3off - (t->family == 4 ? 0 : 40) > 0xFFFF
+            || (t->udp && first - t->tun_off > 0xFFFF)) {
+        PyErr_SetString(PyExc_ValueError, "segment: a segment does not fit an outer length field");
+        return -1;
+    }
+    return 0;
+}
+
+/* segment()'s arguments into *c (the frame and header block buffers held
+ * in fr, hb); *outer the tunnel's outer tuple or NULL; 0, or -1 with an
+ * exception (the buffers released) */
+static int
+parse_cut(PyObject *args, struct cut *c, PyObject **out, Py_buffer *fr, Py_buffer *hb,
+          Py_ssize_t *l4off, PyObject **outer)
+{
+    unsigned long long psum;
+    *outer = NULL;
+    if (!PyArg_ParseTuple(args, "Oy*ny*ikpnninnKLLLp|O", out, fr, &c->l3off, hb, &c->family,
+                          &c->ipid, &c->fixed_id, l4off, &c->thl, &c->proto, &c->P, &c->mss,
+                          &psum, &c->ts, &c->step, &c->mul, &c->swap, outer))
+        return -1;
+    if (*outer == Py_None)
+        *outer = NULL;
+    c->d = fr->buf;
+    c->h3 = hb->buf;
+    c->hl = hb->len;
+    c->psum = psum;
+    Py_ssize_t cap = fr->len, thl = c->thl, hl = c->hl;
+    if (!PyByteArray_Check(*out) || c->mss < 1 || c->P < 0 || c->l3off < 0 || *l4off < c->l3off
+            || *l4off + thl > cap || (c->proto == 6 ? thl < 20 || thl > 60 : thl != 8)
+            || (c->family == 4 ? hl < 20 || hl > 60 : hl < 40) || c->mul < 1) {
+        PyErr_SetString(PyExc_ValueError, "segment: bad arguments");
+        goto fail;
+    }
+    Py_ssize_t first = c->mss < c->P ? c->mss : c->P;
+    if ((c->family == 4 ? hl : hl - 40) + thl + first > 0xFFFF) {
+        PyErr_SetString(PyExc_ValueError, "segment: a segment does not fit the IP length field");
+        goto fail;
+    }
+    return 0;
+fail:
+    PyBuffer_Release(fr);
+    PyBuffer_Release(hb);
+    return -1;
+}
+
+/* segment()'s outer headers, when there are some: net/ipv4/udp_offload.c
+ * skb_udp_tunnel_segment, net/ipv4/gre_offload.c gre_gso_segment and the
+ * outer inet_gso_segment / ipv6_gso_segment call the inner segmentation
+ * (write_segment) first, then fix the outer headers of every segment */
+static void
+fix_outer(const struct outer *t, const struct cut *c, unsigned char *rec, Py_ssize_t k,
+          Py_ssize_t caplen, int ok)
+{
+    Py_ssize_t len = (k < c->n - 1) ? c->mss : c->P - k * c->mss;
+    Py_ssize_t wire = c->l3off + c->hl + c->thl + len;
+    outer_ip(t, rec + 16, wire, k);
+    if (t->tun_off >= 0)
+        outer_tunnel(t, rec + 16, caplen, wire, ok);
+}
+
 static PyObject *
 segment(PyObject *self, PyObject *args)
 {
-    PyObject *out, *res = NULL;
+    PyObject *out, *res = NULL, *outer;
     Py_buffer fr, hb;
     Py_ssize_t l4off;
-    unsigned long long psum;
     struct cut c;
-    if (!PyArg_ParseTuple(args, "Oy*ny*ikpnninnKLLLp", &out, &fr, &c.l3off, &hb, &c.family,
-                          &c.ipid, &c.fixed_id, &l4off, &c.thl, &c.proto, &c.P, &c.mss, &psum,
-                          &c.ts, &c.step, &c.mul, &c.swap))
+    struct outer t;
+    if (parse_cut(args, &c, &out, &fr, &hb, &l4off, &outer) < 0)
         return NULL;
-    c.d = fr.buf;
-    c.h3 = hb.buf;
-    c.hl = hb.len;
-    c.psum = psum;
     Py_ssize_t cap = fr.len, thl = c.thl, hl = c.hl, P = c.P, mss = c.mss;
-    if (!PyByteArray_Check(out) || mss < 1 || P < 0 || c.l3off < 0 || l4off < c.l3off
-            || l4off + thl > cap || (c.proto == 6 ? thl < 20 || thl > 60 : thl != 8)
-            || (c.family == 4 ? hl < 20 || hl > 60 : hl < 40) || c.mul < 1) {
-        PyErr_SetString(PyExc_ValueError, "segment: bad arguments");
+    if (outer && parse_outer(outer, &t, c.l3off, c.l3off + hl + thl + (mss < P ? mss : P)) < 0)
         goto done;
-    }
-    Py_ssize_t first = mss < P ? mss : P;
-    if ((c.family == 4 ? hl : hl - 40) + thl + first > 0xFFFF) {
-        PyErr_SetString(PyExc_ValueError, "segment: a segment does not fit the IP length field");
-        goto done;
-    }
     c.n = P ? (P + mss - 1) / mss : 1;
     c.poff = l4off + thl;
     c.cap_pay = cap - c.poff < P ? cap - c.poff : P;     /* captured payload bytes */
@@ -243,7 +372,10 @@ segment(PyObject *self, PyObject *args)
     Py_ssize_t ncut = 0, maxcap = 0, caplen;
     int ok;
     for (Py_ssize_t k = 0; k < c.n; k++) {
+        unsigned char *rec = o;
         o = write_segment(&c, k, o, &caplen, &ok);
+        if (outer)
+            fix_outer(&t, &c, rec, k, caplen, ok);
         ncut += !ok;
         if (caplen > maxcap)
             maxcap = caplen;

@@ -31,7 +31,7 @@ try:
 except ImportError:         # built without a C compiler
     _gso = None
 
-__all__ = ["available", "segment_into", "segment_tcp4", "RecordOut", "chunk_run",
+__all__ = ["available", "segment_into", "tunnel_outer", "segment_tcp4", "RecordOut", "chunk_run",
            "chunk_records", "chunk_packets"]
 
 
@@ -41,7 +41,8 @@ def available():
     return _gso is not None and not os.environ.get("PCAPGRO_NO_C")
 
 
-def segment_into(out, data, l3, l4hdr_len, proto, mss, fixed_id, ts, step, mul, swap):
+def segment_into(out, data, l3, l4hdr_len, proto, mss, fixed_id, ts, step, mul, swap,
+                 outer=None):
     """Append the segments of one super-frame to ``out`` as pcap records.
 
     Args:
@@ -55,6 +56,9 @@ def segment_into(out, data, l3, l4hdr_len, proto, mss, fixed_id, ts, step, mul, 
         ts, step:  ns; segment k is stamped ``ts + k * step``.
         mul:       ns per timestamp fraction unit of the records (1000: us).
         swap:      record headers in the non-native byte order.
+        outer:     None, or for a super-frame inside a tunnel (``l3`` its
+                   inner L3) :func:`tunnel_outer`'s tuple: every segment's
+                   outer headers are fixed as :mod:`pcapgro.gso.tunnel` does.
     Returns:
         ``(n, ncut, maxcap)``: segments written, of those not all captured
         (checksum seed left), largest captured length in bytes.
@@ -66,7 +70,21 @@ def segment_into(out, data, l3, l4hdr_len, proto, mss, fixed_id, ts, step, mul, 
     else:
         ps = pseudo_sum_v6(l3.src, l3.pdst, proto, 0)
     return _gso.segment(out, data, l3.l3off, l3.hdr, l3.family, l3.ipid, fixed_id, l3.l4off,
-                        l4hdr_len, proto, l3.l4len - l4hdr_len, mss, ps, ts, step, mul, swap)
+                        l4hdr_len, proto, l3.l4len - l4hdr_len, mss, ps, ts, step, mul, swap,
+                        outer)
+
+
+def tunnel_outer(l3, tun_off, csum_at, udp):
+    """The ``outer`` argument of :func:`segment_into` for a tunnel whose
+    outer L3 is ``l3``: ``tun_off`` the offset of its UDP / GRE header
+    (None: IP-in-IP), ``csum_at`` that of the outer UDP / GRE checksum to
+    recompute (None: none, or a UDP checksum of 0), ``udp``: VXLAN or
+    Geneve (the UDP length is set per segment)."""
+    ps = 0
+    if udp:
+        ps = (pseudo_sum_v4 if l3.family == 4 else pseudo_sum_v6)(l3.src, l3.pdst, 17, 0)
+    return (l3.l3off, len(l3.hdr), l3.family, l3.ipid, -1 if tun_off is None else tun_off,
+            -1 if csum_at is None else csum_at, udp, ps)
 
 
 def segment_tcp4(out, frame, mss, fixed_id, psum, ts, step, mul, swap):

@@ -609,11 +609,15 @@ class GSOSplitter:
         return self._packets(pkt, frames, self._step(frames[0][1], n, pkt.ts, next_ts))
 
     def _emit_raw(self, pkt, l3, l4hdr_len, proto, size, key, sport, dport, pname, src,
-                  next_ts):
+                  next_ts, outer=None):
         """One split laid out by the compiled segmenter into the record
         buffer (``self._rec``); same statistics and timestamps as
         :meth:`_emit`.  Returns ``_RAW``, or ``[pkt]`` (passed,
-        SEGMENT_TOO_BIG) when a segment does not fit its IP length field."""
+        SEGMENT_TOO_BIG) when a segment does not fit its IP length field.
+        ``outer``: a tunnelled super-frame's outer headers
+        (:func:`cseg.tunnel_outer`; ``l3`` is then the inner L3): a
+        segment that does not fit a length field returns None instead
+        (:func:`tunnel.split`'s "not cut")."""
         P = l3.l4len - l4hdr_len
         n = -(-P // size) if P else 1
         first = l3.l3off + len(l3.hdr) + l4hdr_len + min(size, P)
@@ -622,9 +626,9 @@ class GSOSplitter:
         try:
             n, ncut, maxcap = cseg.segment_into(rec.buf, pkt.data, l3, l4hdr_len, proto, size,
                                                 self.cfg.fixed_id, pkt.ts, step, rec.mul,
-                                                rec.swap)
+                                                rec.swap, outer)
         except ValueError:
-            return self._pass(pkt, Pass.SEGMENT_TOO_BIG)
+            return None if outer is not None else self._pass(pkt, Pass.SEGMENT_TOO_BIG)
         rec.n += n
         rec.ts = pkt.ts + (n - 1) * step
         if maxcap > rec.maxcap:

@@ -22,7 +22,7 @@ import struct
 
 from ..checksum import ones_sum, pseudo_sum_v4, pseudo_sum_v6, fold
 from ..linklayer import ETH_P_IP, ETH_P_IPV6
-from . import ipv4, ipv6, tcp
+from . import cseg, ipv4, ipv6, tcp
 from .config import TCP_MIN_GSO_SIZE
 from .reasons import Pass, SizeSource
 
@@ -180,6 +180,15 @@ def split(sp, pkt, l3, next_ts, recorded, flow_cls):
     if not big and got[1] is SizeSource.MTU:
         return None                     # fits: not a super-frame
     mss, src = got
+    udp = kind in ("vxlan", "geneve")
+    first = inner.l4off + thl + min(mss, P)        # the longest segment's wire bytes
+    if (first - l3.l3off - (0 if l3.family == 4 else 40) > 0xFFFF
+            or (udp and first - tun_off > 0xFFFF)):
+        return None                     # an outer length field would overflow
+    if sp._rec is not None and not sp._fcs:
+        # the record path: the compiled segmenter writes the same bytes
+        return sp._emit_raw(pkt, inner, thl, 6, mss, key, sport, dport, "tcp", src, next_ts,
+                            cseg.tunnel_outer(l3, tun_off, csum_at, udp))
     res = tcp.segment(data, inner, thl, mss, sp.cfg.fixed_id)
     if res is None:
         return None
@@ -187,6 +196,6 @@ def split(sp, pkt, l3, next_ts, recorded, flow_cls):
     fixed = []
     for k, (d, ol, ok) in enumerate(frames):
         f = bytearray(d)
-        _fix_outer(f, ol, l3, tun_off, csum_at, k, ok, kind in ("vxlan", "geneve"))
+        _fix_outer(f, ol, l3, tun_off, csum_at, k, ok, udp)
         fixed.append((bytes(f), ol, ok))
     return sp._emit(pkt, (fixed, ncut), key, inner, sport, dport, "tcp", src, mss, next_ts)
