@@ -1,0 +1,280 @@
+"""Tunnelled super-frames through the compiled segmenter (issue 23): on
+split's record path (classic pcap in and out) VXLAN, Geneve, GRE, IPIP,
+SIT, IP4IP6, IP6IP6 and GSO_PARTIAL super-frames are laid out by
+pcapgro/_gso.c; the output file and statistics equal the Python tunnel
+segmenter's (``PCAPGRO_NO_C=1``) byte for byte.  In the compiled run the
+Python tunnel segmenter is made to raise, so a frame it would still cut
+fails the test, and the compiled calls with outer headers are counted."""
+
+import os
+import random
+import struct
+import tempfile
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from pcapgro import pipeline
+from pcapgro.capture import open_reader, open_writer
+from pcapgro.gso import GSOConfig, GSOSplitter, cseg, tunnel
+
+from builders import pcap
+from capture_helpers import REPO
+from pktbuild import ACK, FIN, PSH, SYN, Flow, mss_option
+from tunnelbuild import Tunnel
+
+needs_c = pytest.mark.skipif(not cseg.available(), reason="pcapgro._gso not built")
+
+DATA = os.path.join(REPO, "tests", "data")
+
+# (name, Tunnel keywords, inner IP version): every kind split cuts
+KINDS = {
+    "vxlan": ("vxlan", {}, 4),
+    "vxlan-csum": ("vxlan", dict(udp_csum="valid"), 4),
+    "vxlan6-csum": ("vxlan", dict(family=6, udp_csum="valid"), 6),
+    "vxlan-8472": ("vxlan", dict(dport=8472), 4),
+    "geneve": ("geneve", {}, 4),
+    "geneve-opts": ("geneve", dict(geneve_opts=b"\1\2\3\4", udp_csum="valid"), 6),
+    "gre": ("gre", {}, 4),
+    "gre-key-csum": ("gre", dict(gre_key=3, gre_csum=True), 4),
+    "gre6-csum-teb": ("gre", dict(family=6, gre_csum=True, gre_teb=True), 4),
+    "ipip": ("ipip", {}, 4),
+    "sit": ("ipip", {}, 6),
+    "ip4ip6": ("ipip", dict(family=6), 4),
+    "ip6ip6": ("ipip", dict(family=6), 6),
+}
+
+
+def _split(src, out, monkeypatch, no_c, **cfg):
+    """Split classic pcap ``src`` to ``out`` in-process (the record path
+    when compiled); returns (output bytes, statistics, compiled tunnel
+    calls)."""
+    calls = []
+    if no_c:
+        monkeypatch.setenv("PCAPGRO_NO_C", "1")
+    else:
+        monkeypatch.delenv("PCAPGRO_NO_C", raising=False)
+        real = cseg.segment_into
+
+        def counted(*a, **kw):
+            if len(a) > 11 and a[11] is not None:
+                calls.append(a[4])
+            return real(*a, **kw)
+
+        def python_segmenter(*a, **kw):
+            raise AssertionError("the Python tunnel segmenter ran on the record path")
+        monkeypatch.setattr(cseg, "segment_into", counted)
+        monkeypatch.setattr(tunnel, "_fix_outer", python_segmenter)
+    sp = GSOSplitter(GSOConfig(**cfg))
+    rd = open_reader(src)
+    wr = open_writer(out, "pcap")
+    try:
+        pipeline.run(rd, wr, sp.process)
+    finally:
+        rd.close()
+    wr.close()
+    monkeypatch.undo()
+    with open(out, "rb") as f:
+        return f.read(), sp.stats.to_dict(), len(calls), sp.raw_out
+
+
+def _same(src, monkeypatch, **cfg):
+    """Both paths on ``src``: equal bytes and statistics; returns the
+    statistics and the number of compiled tunnel splits."""
+    with tempfile.TemporaryDirectory() as d:
+        c, cst, ncalls, raw = _split(src, os.path.join(d, "c.pcap"), monkeypatch, False, **cfg)
+        p, pst, _, _ = _split(src, os.path.join(d, "p.pcap"), monkeypatch, True, **cfg)
+    assert raw
+    assert c == p
+    assert cst == pst
+    return cst, ncalls
+
+
+def _write(path, frames, res="us", bo="<"):
+    """Packets (or (data, orig_len) pairs) 1 ms apart as classic pcap."""
+    recs = []
+    for i, f in enumerate(frames):
+        data, orig = (bytes(f.data), f.orig_len) if hasattr(f, "data") else f
+        t = 1_000_000 + i * 1000
+        frac = t % 1_000_000 * (1000 if res == "ns" else 1)
+        recs.append((1000 + t // 1_000_000, frac, data, orig))
+    with open(path, "wb") as fh:
+        fh.write(pcap(recs, res=res, bo=bo))
+
+
+def _outer_csum(t):
+    """A super-frame's outer checksum as a sender leaves it: the UDP
+    pseudo-header seed, a GRE checksum of any value (recomputed per
+    segment), or the tunnel's default."""
+    if t.kind in ("vxlan", "geneve"):
+        return "seed" if t.udp_csum == "valid" else None
+    return 0x1234 if t.gre_csum else None
+
+
+def _hdr_len(t, fam):
+    """Bytes of every header before the inner TCP payload (no options)."""
+    return len(Tunnel(t.kind, **_kw(t)).wrap(Flow(fam).pkt(0, 0)).data)
+
+
+def _kw(t):
+    return dict(family=t.family, udp_csum=t.udp_csum, gre_key=t.gre_key, gre_csum=t.gre_csum,
+                gre_teb=t.gre_teb, geneve_opts=t.geneve_opts, dport=t.dport)
+
+
+def _partial(t, fam, seq, payload, mss):
+    """A GSO_PARTIAL frame: ``payload`` bytes, the outer and inner headers
+    of an ``mss``-byte segment."""
+    full = Tunnel(t.kind, **_kw(t)).wrap(Flow(fam, ipid=9).pkt(seq, payload, csum="seed"))
+    one = Tunnel(t.kind, **_kw(t)).wrap(Flow(fam, ipid=9).pkt(seq, mss, csum="seed"))
+    h = len(one.data) - mss
+    d = bytearray(full.data)
+    d[:h] = one.data[:h]
+    return bytes(d), len(d)
+
+
+@needs_c
+@pytest.mark.parametrize("name", list(KINDS))
+def test_each_kind_cut_in_c(tmp_path, monkeypatch, name):
+    """Super-frames of every tunnel kind (inner PSH/FIN, a set outer
+    checksum as the seed a sender leaves, one cut by a snaplen, one
+    GSO_PARTIAL), an inner SYN and ACKs: all cut by the compiled
+    segmenter, the same file and statistics as the Python path."""
+    kind, kw, fam = KINDS[name]
+    t = Tunnel(kind, **kw)
+    fw = Flow(fam, ipid="inc", ipid0=65530)
+    rv = Flow(fam, sport=8000, dport=1500, src=fw.dst, dst=fw.src)
+    seed = _outer_csum(t)
+    mss = 1500 - _hdr_len(t, fam)
+    frames = [t.wrap(fw.pkt(-1, 0, flags=SYN, options=mss_option(1400))),
+              t.wrap(rv.pkt(0, 0, flags=SYN | ACK, options=mss_option(1300))),
+              t.wrap(fw.pkt(0, 20000, flags=ACK | PSH, csum="seed"), csum=seed),
+              t.wrap(rv.pkt(0, 0, ack_off=20000)),
+              t.wrap(fw.pkt(20000, 5000, flags=ACK | PSH | FIN, csum="seed"), csum=seed)]
+    cut = t.wrap(fw.pkt(25000, 9000, csum="seed"), csum=seed)
+    frames.append((bytes(cut.data[:3000]), cut.orig_len))
+    frames.append(_partial(t, fam, 34000, 4 * mss + 11, mss))
+    frames.append(t.wrap(fw.pkt(40000, 700)))
+    src = tmp_path / "in.pcap"
+    _write(src, frames)
+    stats, ncalls = _same(src, monkeypatch)
+    assert ncalls == 4 and stats["split"] == 4
+    stats, ncalls = _same(src, monkeypatch, mss=600, fixed_id=True)
+    assert ncalls == 5 and stats["split"] == 5          # --mss cuts the 700-byte one too
+
+
+@needs_c
+@pytest.mark.parametrize("name", ["vxlan4-bulk-gro.pcap", "vxlan4-csum-gro.pcap",
+                                  "public/tcpdump/gso-ipv4-vxlan-ipv4.pcap",
+                                  "public/tcpdump/gso-ipv6-geneve-ipv6.pcap"])
+def test_real_captures(monkeypatch, name):
+    """Real super-frames: the receiver side of iperf3 through a vxlan
+    device after GRO (outer UDP checksum zero and set), tcpdump's GSO
+    super-frames in VXLAN and Geneve over IPv6."""
+    src = os.path.join(DATA, name)
+    if not os.path.exists(src):
+        pytest.skip(f"no {src}")
+    stats, ncalls = _same(src, monkeypatch)
+    assert stats["split"] >= 1 and ncalls == stats["split"]
+    _same(src, monkeypatch, mss=500, link_rate=1_000_000)
+
+
+@needs_c
+@pytest.mark.parametrize("res,bo", [("ns", "<"), ("us", ">")])
+def test_repeated_real_capture_across_chunks(tmp_path, monkeypatch, res, bo):
+    """The real VXLAN super-frames repeated past several 512 KiB input
+    chunks, in the other resolution and byte order: a held super-frame
+    crosses chunk boundaries."""
+    from pcapgro.capture import open_reader as rd
+    r = rd(os.path.join(DATA, "vxlan4-csum-gro.pcap"))
+    try:
+        pkts = [e for e in r if hasattr(e, "data")]
+    finally:
+        r.close()
+    src = tmp_path / "big.pcap"
+    _write(src, [(bytes(p.data), p.orig_len) for p in pkts] * 6, res=res, bo=bo)
+    stats, ncalls = _same(src, monkeypatch)
+    assert ncalls == stats["split"] == 6 * 13
+
+
+# one generated record: (kind name, what, payload, flags, snaplen cut)
+_rec = st.tuples(st.sampled_from(sorted(KINDS)),
+                 st.sampled_from(["super", "super", "partial", "syn", "ack", "small"]),
+                 st.integers(0, 30000), st.sampled_from([ACK, ACK | PSH, ACK | PSH | FIN, 0x90]),
+                 st.one_of(st.none(), st.integers(60, 4000)))
+
+
+@needs_c
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(recs=st.lists(_rec, min_size=1, max_size=14), cfg=st.sampled_from(
+    [{}, {"mss": 1000}, {"fixed_id": True, "link_rate": 1_000_000}, {"mtu": 9000},
+     {"mtu": 1400, "complete_csum": False}]))
+def test_generated_traffic(monkeypatch, recs, cfg):
+    """Generated mixes of tunnel kinds, sizes, flags, snaplen cuts,
+    GSO_PARTIAL frames, inner SYNs and ACKs under several settings: the
+    compiled and Python paths write the same file and statistics."""
+    tuns = {}
+    out = []
+    for name, what, pl, flags, cut in recs:
+        kind, kw, fam = KINDS[name]
+        t, fw = tuns.setdefault(name, (Tunnel(kind, **kw), Flow(fam, ipid="inc")))
+        seed = _outer_csum(t)
+        if what == "syn":
+            f = t.wrap(fw.pkt(-1, 0, flags=SYN, options=mss_option(random.Random(pl).choice(
+                [536, 1000, 1460, 9000]))))
+        elif what == "ack":
+            f = t.wrap(fw.pkt(0, 0))
+        elif what == "small":
+            f = t.wrap(fw.pkt(0, pl % 1300, flags=flags))
+        elif what == "partial":
+            mss = 1500 - _hdr_len(t, fam)
+            f = _partial(t, fam, 0, max(pl, mss + 1), mss)
+        else:
+            f = t.wrap(fw.pkt(pl, pl, flags=flags, csum="seed"), csum=seed)
+        data, orig = (bytes(f.data), f.orig_len) if hasattr(f, "data") else f
+        if cut is not None and cut < len(data):
+            data = data[:cut]
+        out.append((data, orig))
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "in.pcap")
+        _write(src, out)
+        _same(src, monkeypatch, **cfg)
+
+
+@needs_c
+def test_segment_into_outer_equals_python_tunnel_segmenter():
+    """Direct: _gso.segment with outer headers against tcp.segment +
+    tunnel._fix_outer, frame by frame, for every kind (cut segments
+    included)."""
+    from pcapgro.gso import ipv4, ipv6, tcp
+    from pcapgro.linklayer import ETH_P_IP
+    n = 0
+    for name, (kind, kw, fam) in KINDS.items():
+        t = Tunnel(kind, **kw)
+        seed = _outer_csum(t)
+        for pl, cap in ((5000, None), (9000, 2500), (1, None)):
+            f = t.wrap(Flow(fam, ipid=65000).pkt(7, pl, flags=ACK | PSH, csum="seed"), csum=seed)
+            data = bytes(f.data)[:cap]
+            l3 = (ipv4 if t.family == 4 else ipv6).parse(data, 14, f.orig_len)
+            _, tun_off, off, et, csum_at = tunnel.locate(data, l3)
+            inner = (ipv4 if et == ETH_P_IP else ipv6).parse(data, off, f.orig_len)
+            thl = 20
+            udp = kind in ("vxlan", "geneve")
+            frames, ncut = tcp.segment(data, inner, thl, 1000, False)
+            want = []
+            for k, (d, ol, ok) in enumerate(frames):
+                b = bytearray(d)
+                tunnel._fix_outer(b, ol, l3, tun_off, csum_at, k, ok, udp)
+                want.append((bytes(b), ol))
+            buf = bytearray()
+            got_n, got_cut, _ = cseg.segment_into(buf, data, inner, thl, 6, 1000, False, 0, 0,
+                                                  1, False,
+                                                  cseg.tunnel_outer(l3, tun_off, csum_at, udp))
+            assert (got_n, got_cut) == (len(frames), ncut)
+            pos = 0
+            for d, ol in want:
+                _, _, cl, o = struct.unpack_from("=IIII", buf, pos)
+                assert (cl, o) == (len(d), ol) and bytes(buf[pos + 16:pos + 16 + cl]) == d, name
+                pos += 16 + cl
+            assert pos == len(buf)
+            n += 1
+    assert n == 3 * len(KINDS)
