@@ -5,8 +5,11 @@ Generates (once, cached in /tmp) a classic pcap of inner TCP super-frames
 of ``--payload`` bytes inside VXLAN (outer UDP checksum zero and set),
 Geneve, GRE (plain, key + checksum), IPIP, SIT, IP4IP6 and IP6IP6, built
 with tests/tunnelbuild.py, one flow per tunnel kind, a pure inner ACK
-after every few super-frames (the reverse direction, as in a bulk
-transfer).  Then times, in the same run and in turns, ``editcap -F pcap``
+after every 4th super-frame, or ``--acks K`` after every one (the reverse
+direction of a bulk transfer, inside the same tunnel).  ``--real
+CAPTURE`` instead repeats a real classic pcap (e.g.
+tests/data/vxlan4-bulk-gro.pcap) ``--copies`` times, each copy's times
+shifted past the last.  Then times, in the same run and in turns, ``editcap -F pcap``
 copying the input and ``pcapgro split`` of it (outputs on /dev/shm, each
 run starting with no output file): median CPU time (user + system) and
 wall time of ``--repeat`` runs each, and the ratio of split to editcap.
@@ -37,9 +40,10 @@ KINDS = [("vxlan", {}, 4), ("vxlan", dict(udp_csum="valid"), 4),
          ("ipip", dict(family=6), 6), ("ipip", dict(family=6), 4)]
 
 
-def generate(path, frames, payload):
+def generate(path, frames, payload, acks=0):
     """``frames`` super-frames (``payload`` inner TCP bytes each), the
-    tunnel kinds in turn, 1 ms apart, an inner ACK after every 4th."""
+    tunnel kinds in turn, 1 ms apart, an inner ACK after every 4th (or
+    ``acks`` after each)."""
     sys.path.insert(0, os.path.join(REPO, "tests"))
     from pktbuild import ACK, Flow
     from tunnelbuild import Tunnel
@@ -59,13 +63,37 @@ def generate(path, frames, payload):
             sup = tun.wrap(fw.pkt(seqs[j], payload, csum="seed"), csum=csum)
             seqs[j] += payload
             pkts = [sup]
-            if i % 4 == 3:
-                pkts.append(tun.wrap(rv.pkt(0, 0, flags=ACK, ack_off=seqs[j])))
+            if acks or i % 4 == 3:
+                pkts += [tun.wrap(rv.pkt(0, 0, flags=ACK, ack_off=seqs[j] - a * 2800))
+                         for a in range(max(acks, 1))]
             for p in pkts:
                 d = bytes(p.data)
                 f.write(struct.pack("<IIII", t // 1_000_000, t % 1_000_000, len(d), len(d)))
                 f.write(d)
                 t += 1000
+
+
+def repeat(src, path, copies):
+    """Classic pcap ``src`` (microsecond or nanosecond, any byte order)
+    written ``copies`` times to ``path``, each copy shifted 1 ms past the
+    last record of the one before."""
+    with open(src, "rb") as f:
+        raw = f.read()
+    bo = "<" if raw[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    mul = 1000 if raw[:4] in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d") else 1
+    recs, i = [], 24
+    while i + 16 <= len(raw):
+        sec, frac, cap, orig = struct.unpack_from(bo + "IIII", raw, i)
+        recs.append((sec * 1_000_000_000 + frac * mul, raw[i + 8:i + 16 + cap]))
+        i += 16 + cap
+    span = recs[-1][0] - recs[0][0] + 1_000_000
+    with open(path, "wb") as f:
+        f.write(raw[:24])
+        for c in range(copies):
+            for t, rest in recs:
+                t += c * span
+                f.write(struct.pack(bo + "II", t // 1_000_000_000, t % 1_000_000_000 // mul))
+                f.write(rest)
 
 
 def main():
@@ -76,11 +104,20 @@ def main():
     ap.add_argument("--pcapgro", default=None,
                     help="pcapgro command (default: this checkout's python -m pcapgro.cli)")
     ap.add_argument("--no-c", action="store_true", help="PCAPGRO_NO_C=1 for the split runs")
+    ap.add_argument("--acks", type=int, default=0, help="inner ACKs after every super-frame")
+    ap.add_argument("--real", metavar="CAPTURE", help="repeat this classic pcap instead")
+    ap.add_argument("--copies", type=int, default=350, help="copies of --real")
     a = ap.parse_args()
-    src = os.path.join(tempfile.gettempdir(),
-                       f"pcapgro-bench-tunnels-{a.frames}-{a.payload}.pcap")
-    if not os.path.exists(src):
-        generate(src, a.frames, a.payload)
+    if a.real:
+        src = os.path.join(tempfile.gettempdir(), "pcapgro-bench-tunnels-"
+                           f"{os.path.splitext(os.path.basename(a.real))[0]}-x{a.copies}.pcap")
+        if not os.path.exists(src):
+            repeat(a.real, src, a.copies)
+    else:
+        src = os.path.join(tempfile.gettempdir(),
+                           f"pcapgro-bench-tunnels-{a.frames}-{a.payload}-{a.acks}.pcap")
+        if not os.path.exists(src):
+            generate(src, a.frames, a.payload, a.acks)
     pg = shlex.split(a.pcapgro) if a.pcapgro else [
         sys.executable, "-c",
         f"import sys; sys.path.insert(0, {REPO!r}); from pcapgro.cli import main; main()"]

@@ -8,9 +8,17 @@
  * tcp_gso_segment, net/ipv4/udp_offload.c __udp_gso_segment,
  * net/ipv4/af_inet.c inet_gso_segment and net/ipv6/ip6_offload.c
  * ipv6_gso_segment of Linux 6.18): the same bytes, byte for byte
- * (tests/test_gso_cseg.py runs both on the same inputs).  Every decision
+ * (tests/test_gso_cseg.py runs both on the same inputs).  With `outer`
+ * it also cuts a TCP super-frame inside one tunnel level (VXLAN, Geneve,
+ * GRE, IPIP, SIT, IP4IP6, IP6IP6, GSO_PARTIAL frames), the twin of
+ * pcapgro/gso/tunnel.py (tcp.segment + _fix_outer, mirroring
+ * net/ipv4/udp_offload.c __skb_udp_tunnel_segment / skb_udp_tunnel_segment,
+ * net/ipv4/gre_offload.c gre_gso_segment and inet_gso_segment /
+ * ipv6_gso_segment for the outer header: outer_ip, outer_tunnel below;
+ * tests/test_gso_tunnels_cseg.py runs both).  Every decision
  * (which packets are split, the segment size, timestamps) stays in Python
- * (pcapgro/gso/engine.py); this file only writes bytes.
+ * (pcapgro/gso/engine.py, gso/tunnel.py); this file only writes bytes,
+ * except split_chunk's walk over plain Ethernet / IPv4 / TCP records.
  *
  * Optional, like pcapgro._native: without a C compiler split runs the
  * Python segmenter (PCAPGRO_NO_C=1 forces that).

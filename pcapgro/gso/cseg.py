@@ -10,7 +10,11 @@ segmenter straight into the output buffer (no Packet object per segment).
 Every decision (which packets are split, the segment size, timestamps,
 statistics) is the Python engine's (:mod:`pcapgro.gso.engine`); the C code
 writes the same bytes as :func:`pcapgro.gso.tcp.segment` /
-:func:`pcapgro.gso.udp.segment` (tests/test_gso_cseg.py runs both).
+:func:`pcapgro.gso.udp.segment` (tests/test_gso_cseg.py runs both), and,
+for a TCP super-frame inside a tunnel (VXLAN, Geneve, GRE, IPIP, SIT,
+IP4IP6, IP6IP6, GSO_PARTIAL; ``outer``: :func:`tunnel_outer`), the same
+bytes as :func:`pcapgro.gso.tunnel.split`'s Python segmenter, each
+segment's outer headers fixed too (tests/test_gso_tunnels_cseg.py).
 
 The extension is optional (built by ``setup.py`` when a C compiler is
 there); ``PCAPGRO_NO_C=1`` in the environment turns it off: then the

@@ -16,6 +16,12 @@ A GSO_PARTIAL frame (i40e and similar: outer and inner headers carry the
 lengths of one segment while the frame holds many) is recognised from the
 frame length: the inner TCP length is taken from the frame, not the
 headers, once the frame is longer than the MTU.
+
+On split's record path (classic pcap in and out) the segments are laid
+out by the compiled segmenter (pcapgro/_gso.c segment() with its outer
+headers: :func:`pcapgro.gso.cseg.tunnel_outer`), the same bytes as
+:func:`pcapgro.gso.tcp.segment` + :func:`_fix_outer` here write;
+the decisions above stay in this module.
 """
 
 import struct
