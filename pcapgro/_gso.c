@@ -413,10 +413,10 @@ enum { SRC_OPTION, SRC_SYN, SRC_OWN_SYN, SRC_LARGEST, SRC_MTU };
 /* split_chunk's settings and running totals */
 struct chunk {
     PyObject *out, *flows, *sec, *zero, *flow_cls, *aggs;
-    Py_ssize_t mtu, cfg_mss, used, alloc;
+    Py_ssize_t mtu, cfg_mss, gso_size, used, alloc;
     int swap, complete, mtu_explicit, fixed_id;
     long long mul, rate, last_ts;
-    Py_ssize_t nrec, maxcap, npassed, nseg, ncut;
+    Py_ssize_t nrec, maxcap, npassed, nnohandler, nseg, ncut;
 };
 
 /* room for `more` bytes after what is used of ch->out (grown by a quarter
@@ -431,6 +431,22 @@ room(struct chunk *ch, Py_ssize_t more)
     if (PyByteArray_Resize(ch->out, a) < 0)
         return -1;
     ch->alloc = a;
+    return 0;
+}
+
+/* record `rec` (16-byte header + cap bytes, time ts) copied to ch->out as it
+ * is; 0, or -1 with an exception */
+static int
+copy_record(struct chunk *ch, const unsigned char *rec, uint32_t cap, long long ts)
+{
+    if (room(ch, 16 + cap) < 0)
+        return -1;
+    memcpy(PyByteArray_AS_STRING(ch->out) + ch->used, rec, 16 + cap);
+    ch->used += 16 + cap;
+    ch->nrec++;
+    ch->last_ts = ts;
+    if ((Py_ssize_t)cap > ch->maxcap)
+        ch->maxcap = cap;
     return 0;
 }
 
@@ -745,6 +761,157 @@ done:
     return r;
 }
 
+/* what tunnel_pass finds: the engine passes the record for one of these
+ * (pcapgro/gso/reasons.py Pass.SMALL, Pass.NO_HANDLER) */
+enum { TUN_DECIDE = 0, TUN_SMALL, TUN_NO_HANDLER };
+
+static inline unsigned
+get16(const unsigned char *p)
+{
+    return ((unsigned)p[0] << 8) | p[1];
+}
+
+/* the outer IP header of an untagged Ethernet frame d (cap bytes, all
+ * captured) as pcapgro/gso/ipv4.py / ipv6.py parse() reads it, for the
+ * shapes taken here: IPv4 (not a fragment, total length not 0 and within
+ * the frame) or IPv6 without extension headers (payload length not 0);
+ * *l4off, *l4len, *proto set; 0 when not one of these (the engine decides) */
+static int
+outer_l3(const unsigned char *d, Py_ssize_t cap, Py_ssize_t *l4off, Py_ssize_t *l4len,
+         int *proto)
+{
+    if (cap < 54)
+        return 0;
+    if (d[12] == 0x08 && d[13] == 0x00) {
+        Py_ssize_t ihl = (Py_ssize_t)(d[14] & 15) << 2, tot = get16(d + 16);
+        if (d[14] >> 4 != 4 || ihl < 20 || cap < 14 + ihl || (get16(d + 20) & 0x3FFF)
+                || tot == 0 || tot < ihl || tot > cap - 14)
+            return 0;
+        *l4off = 14 + ihl;
+        *l4len = tot - ihl;
+        *proto = d[23];
+        return 1;
+    }
+    if (d[12] != 0x86 || d[13] != 0xDD || d[14] >> 4 != 6)
+        return 0;
+    Py_ssize_t plen = get16(d + 18);
+    int nh = d[20];
+    if (plen == 0 || 54 + plen > cap || (nh != 17 && nh != 47 && nh != 4 && nh != 41))
+        return 0;
+    *l4off = 54;
+    *l4len = plen;
+    *proto = nh;
+    return 1;
+}
+
+/* the inner L3 at off of a tunnelled frame (cap bytes) as
+ * pcapgro/gso/tunnel.py split parses it: 1 when its parse fails or it is
+ * not TCP (split returns None: "small"), 2 with *l4off / *l4len of the
+ * TCP header, 0 for shapes left to the engine (a length of 0, IPv6
+ * extension headers) */
+static int
+inner_l3(const unsigned char *d, Py_ssize_t cap, Py_ssize_t off, unsigned et,
+         Py_ssize_t *l4off, Py_ssize_t *l4len)
+{
+    if (et == 0x0800) {
+        if (cap < off + 20 || d[off] >> 4 != 4)
+            return 1;
+        Py_ssize_t ihl = (Py_ssize_t)(d[off] & 15) << 2, tot = get16(d + off + 2);
+        if (ihl < 20 || cap < off + ihl || (get16(d + off + 6) & 0x3FFF))
+            return 1;
+        if (tot == 0)
+            return 0;
+        if (tot < ihl || tot > cap - off || d[off + 9] != 6)
+            return 1;
+        *l4off = off + ihl;
+        *l4len = tot - ihl;
+        return 2;
+    }
+    if (cap < off + 40 || d[off] >> 4 != 6)
+        return 1;
+    Py_ssize_t plen = get16(d + off + 4);
+    int nh = d[off + 6];
+    if (plen == 0 || nh == 0 || nh == 43 || nh == 60)
+        return 0;
+    if (nh == 44 || off + 40 + plen > cap || nh != 6)
+        return 1;                   /* FRAGMENT, BAD_LENGTH, not TCP */
+    *l4off = off + 40;
+    *l4len = plen;
+    return 2;
+}
+
+/* pcapgro/gso/tunnel.py locate + split up to its first decision, for a
+ * VXLAN (4789, 8472) or Geneve (6081) frame no longer than the MTU, UDP
+ * header at u: TUN_SMALL when split returns None without touching flow
+ * state (no tunnel it knows, no inner TCP, an inner TCP header without
+ * SYN and payload: nothing to cut, no MSS to note), else TUN_DECIDE */
+static int
+udp_tunnel_idle(const unsigned char *d, Py_ssize_t cap, Py_ssize_t u, unsigned dport)
+{
+    Py_ssize_t h = u + 8, off, mac = -1, l4off, l4len;
+    if (cap < h + 8)
+        return TUN_SMALL;
+    unsigned et;
+    if (dport != 6081) {
+        mac = h + 8;                                    /* VXLAN */
+    } else {
+        Py_ssize_t hl = 8 + (Py_ssize_t)(d[h] & 0x3F) * 4;
+        et = get16(d + h + 2);
+        if (d[h] >> 6)
+            return TUN_SMALL;
+        if (et == 0x6558)
+            mac = h + hl;
+        else if (et != 0x0800 && et != 0x86DD)
+            return TUN_SMALL;
+        off = h + hl;
+    }
+    if (mac >= 0) {
+        if (cap < mac + 14)
+            return TUN_SMALL;
+        et = get16(d + mac + 12);
+        if (et != 0x0800 && et != 0x86DD)
+            return TUN_SMALL;
+        off = mac + 14;
+    }
+    int r = inner_l3(d, cap, off, et, &l4off, &l4len);
+    if (r != 2)
+        return r ? TUN_SMALL : TUN_DECIDE;
+    if (cap < l4off + 20)
+        return TUN_SMALL;                               /* tcp.parse: TRUNCATED */
+    Py_ssize_t thl = (Py_ssize_t)(d[l4off + 12] >> 4) << 2;
+    if (thl < 20 || l4len < thl || cap < l4off + thl)
+        return TUN_SMALL;
+    if ((d[l4off + 13] & 0x02) || l4len > thl)
+        return TUN_DECIDE;                              /* a SYN's MSS, a payload */
+    return TUN_SMALL;
+}
+
+/* a tunnelled record engine.GSOSplitter.split passes unchanged with no
+ * flow state (the compiled loop copies it): untagged Ethernet, captured
+ * in full, outer IP as outer_l3 takes it, at most the MTU, carrying GRE,
+ * IPIP or SIT without --mss (TUN_NO_HANDLER: split cuts only frames over
+ * the MTU), or UDP to a VXLAN / Geneve port, not over --gso-size
+ * (gso_size; -1: none), that udp_tunnel_idle finds idle (TUN_SMALL,
+ * GSOSplitter._udp); TUN_DECIDE for everything else */
+static int
+tunnel_pass(const struct chunk *ch, const unsigned char *d, uint32_t cap, uint32_t orig)
+{
+    Py_ssize_t l4off, l4len;
+    int proto;
+    if (cap != orig || (Py_ssize_t)cap - 14 > ch->mtu || !outer_l3(d, cap, &l4off, &l4len, &proto))
+        return TUN_DECIDE;
+    if (proto == 47 || proto == 4 || proto == 41)
+        return ch->cfg_mss ? TUN_DECIDE : TUN_NO_HANDLER;
+    if (proto != 17 || (Py_ssize_t)cap < l4off + 8 || l4len < 8)
+        return TUN_DECIDE;
+    unsigned dport = get16(d + l4off + 2);
+    if (dport != 4789 && dport != 8472 && dport != 6081)
+        return TUN_DECIDE;
+    if (ch->gso_size >= 0 && l4len - 8 > ch->gso_size)
+        return TUN_DECIDE;
+    return udp_tunnel_idle(d, cap, l4off, dport);
+}
+
 /* a record's time in ns (RecordChunk.columns: sec * 1e9 + fraction * mul) */
 static inline long long
 rec_time(const unsigned char *h, int swap, long long mul)
@@ -754,13 +921,16 @@ rec_time(const unsigned char *h, int swap, long long mul)
 
 PyDoc_STRVAR(split_chunk_doc,
 "split_chunk(out, buf, recs, start, swap, mul, mtu, complete, mss, mtu_explicit,\n"
-"            fixed_id, link_rate, flows, section, flow_cls)\n"
-"    -> (end, nrec, maxcap, last_ts, npassed, nseg, ncut, aggs)\n\n"
+"            fixed_id, link_rate, flows, section, flow_cls[, gso_size])\n"
+"    -> (end, nrec, maxcap, last_ts, npassed, nseg, ncut, aggs, nnohandler)\n\n"
 "The records of a pcap chunk (``buf``, record header offsets ``recs``)\n"
 "from index ``start`` that split handles without a\n"
 "Packet, appended to bytearray ``out`` as pcap records (``swap``: headers\n"
 "in the other byte order; ``mul``: ns per fraction unit): those\n"
-"pcapgro/gso/engine.py passes with no flow state are copied, and so are\n"
+"pcapgro/gso/engine.py passes with no flow state are copied (tunnelled\n"
+"frames too: GRE / IPIP / SIT no larger than the MTU without --mss, counted\n"
+"in ``nnohandler``; VXLAN / Geneve ones whose inner TCP has no payload and\n"
+"no SYN, not over ``gso_size`` (-1: none)), and so are\n"
 "the data segments it passes with flow state only (_fast_small_tcp4: no\n"
 "larger than the MTU and the segment size; the flow's largest raised), untagged\n"
 "Ethernet / IPv4 / TCP super-frames with a known next time (not the\n"
@@ -784,10 +954,11 @@ split_chunk(PyObject *self, PyObject *args)
     Py_ssize_t start;
     struct chunk ch;
     memset(&ch, 0, sizeof ch);
-    if (!PyArg_ParseTuple(args, "Oy*O!niLnpnppLO!OO", &ch.out, &b, &PyList_Type, &recs,
+    ch.gso_size = -1;
+    if (!PyArg_ParseTuple(args, "Oy*O!niLnpnppLO!OO|n", &ch.out, &b, &PyList_Type, &recs,
                           &start, &ch.swap, &ch.mul, &ch.mtu,
                           &ch.complete, &ch.cfg_mss, &ch.mtu_explicit, &ch.fixed_id, &ch.rate,
-                          &PyDict_Type, &ch.flows, &ch.sec, &ch.flow_cls))
+                          &PyDict_Type, &ch.flows, &ch.sec, &ch.flow_cls, &ch.gso_size))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(recs), i = start;
     if (!PyByteArray_Check(ch.out) || ch.mul < 1 || ch.rate < 0) {
@@ -812,16 +983,15 @@ split_chunk(PyObject *self, PyObject *args)
         if (r + 16 + (Py_ssize_t)cap > b.len)
             break;
         long long ts = rec_time(buf + r, ch.swap, ch.mul);
-        if (stateless_pass(d, cap, orig, ch.mtu, ch.complete)) {
-            if (room(&ch, 16 + cap) < 0)
+        int tp = stateless_pass(d, cap, orig, ch.mtu, ch.complete) ? TUN_SMALL
+                                                                   : tunnel_pass(&ch, d, cap, orig);
+        if (tp) {
+            if (copy_record(&ch, buf + r, cap, ts) < 0)
                 goto fail;
-            memcpy(PyByteArray_AS_STRING(ch.out) + ch.used, buf + r, 16 + cap);
-            ch.used += 16 + cap;
-            ch.nrec++;
-            ch.npassed++;
-            ch.last_ts = ts;
-            if ((Py_ssize_t)cap > ch.maxcap)
-                ch.maxcap = cap;
+            if (tp == TUN_NO_HANDLER)
+                ch.nnohandler++;
+            else
+                ch.npassed++;
             continue;
         }
         int sm = small_tcp4(&ch, buf + r, d, cap, orig);
@@ -847,8 +1017,8 @@ split_chunk(PyObject *self, PyObject *args)
     }
     if (PyByteArray_Resize(ch.out, ch.used) < 0)
         goto fail;
-    res = Py_BuildValue("nnnLnnnO", i, ch.nrec, ch.maxcap, ch.last_ts, ch.npassed, ch.nseg,
-                        ch.ncut, ch.aggs);
+    res = Py_BuildValue("nnnLnnnOn", i, ch.nrec, ch.maxcap, ch.last_ts, ch.npassed, ch.nseg,
+                        ch.ncut, ch.aggs, ch.nnohandler);
 fail:
     if (res == NULL && ch.alloc > ch.used)
         PyByteArray_Resize(ch.out, ch.used);     /* what was written stays valid */

@@ -184,26 +184,29 @@ def chunk_run(lb, cfg, flows, section, flow_cls, count):
     records appended to RecordOut ``rec``, its statistics handed to
     ``count(npassed, nseg, ncut, aggs)`` (see
     ``GSOSplitter._chunk_run``); ``cfg``: the GSOConfig, ``flows`` the
-    splitter's TCP flow dict (``flow_cls()`` makes a new entry)."""
+    splitter's TCP flow dict (``flow_cls()`` makes a new entry); ``count``
+    also gets the tunnelled records passed "no_handler"."""
     run = _gso.split_chunk
     buf, recs, swap = lb.buf, lb.recs, lb.byteorder != NATIVE_BO
     if type(recs) is not list:
         recs = list(recs)
     mul, mtu, complete, mss = lb.mul, cfg.mtu, cfg.complete_csum, cfg.mss or 0
+    gso = -1 if cfg.gso_size is None else cfg.gso_size
     explicit, fixed, rate = cfg.mtu_explicit, cfg.fixed_id, cfg.link_rate
     sec = section
     src = _SOURCES
 
     def f(i, rec):
-        end, nrec, maxcap, ts, npassed, nseg, ncut, aggs = run(
+        end, nrec, maxcap, ts, npassed, nseg, ncut, aggs, nnohandler = run(
             rec.buf, buf, recs, i, swap, mul, mtu, complete, mss, explicit, fixed, rate,
-            flows, sec, flow_cls)
+            flows, sec, flow_cls, gso)
         if nrec:
             rec.n += nrec
             rec.ts = ts
             if maxcap > rec.maxcap:
                 rec.maxcap = maxcap
-            count(npassed, nseg, ncut, [(k, n, src[h], m) for k, n, h, m in aggs])
+            count(npassed, nseg, ncut, [(k, n, src[h], m) for k, n, h, m in aggs],
+                  nnohandler)
         return end
     return f
 

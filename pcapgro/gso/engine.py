@@ -191,7 +191,9 @@ class GSOSplitter:
         """For the record path: ``f(i, rec) -> end``, which lays out into
         the :class:`~pcapgro.gso.cseg.RecordOut` ``rec`` the records of
         RecordChunk ``lb`` from ``i`` on that the compiled loop handles
-        (``split_chunk`` in pcapgro/_gso.c: pure ACKs and the like, and
+        (``split_chunk`` in pcapgro/_gso.c: pure ACKs and the like, tunnelled
+        frames passed without flow state (GRE / IPIP / SIT under the MTU,
+        VXLAN / Geneve carrying no inner TCP payload or SYN), and
         data segments :meth:`_fast_small_tcp4` passes, copied verbatim, untagged Ethernet / IPv4 / TCP super-frames cut with the
         size :meth:`_tcp` would choose, the same bytes, statistics and
         flow state as :meth:`split`), stopping at the first record it does
@@ -204,14 +206,17 @@ class GSOSplitter:
             return None
         return cseg.chunk_run(lb, cfg, self.flows, self.section, _Flow, self._count_chunk)
 
-    def _count_chunk(self, npassed, nseg, ncut, aggs):
+    def _count_chunk(self, npassed, nseg, ncut, aggs, nnohandler=0):
         """Statistics of what one compiled run did: ``npassed`` packets
-        passed, super-frames ``aggs`` (``(flow key, n, SizeSource, size)``
-        each) cut into ``nseg`` segments (``ncut`` not all captured)."""
+        passed (small), ``nnohandler`` tunnelled ones passed (no_handler),
+        super-frames ``aggs`` (``(flow key, n, SizeSource, size)`` each)
+        cut into ``nseg`` segments (``ncut`` not all captured)."""
         st = self.stats
-        st.packets += npassed + len(aggs)
+        st.packets += npassed + nnohandler + len(aggs)
         if npassed:
             st.passed[Pass.SMALL] += npassed
+        if nnohandler:
+            st.passed[Pass.NO_HANDLER] += nnohandler
         if not aggs:
             return
         st.split += len(aggs)
