@@ -90,7 +90,7 @@ def _same(src, monkeypatch, **cfg):
     return cst, ncalls
 
 
-def _write(path, frames, res="us", bo="<"):
+def _write(path, frames, res="us", bo="<", linktype=1):
     """Packets (or (data, orig_len) pairs) 1 ms apart as classic pcap."""
     recs = []
     for i, f in enumerate(frames):
@@ -99,7 +99,7 @@ def _write(path, frames, res="us", bo="<"):
         frac = t % 1_000_000 * (1000 if res == "ns" else 1)
         recs.append((1000 + t // 1_000_000, frac, data, orig))
     with open(path, "wb") as fh:
-        fh.write(pcap(recs, res=res, bo=bo))
+        fh.write(pcap(recs, res=res, bo=bo, linktype=linktype))
 
 
 def _outer_csum(t):
@@ -194,6 +194,27 @@ def test_repeated_real_capture_across_chunks(tmp_path, monkeypatch, res, bo):
     _write(src, [(bytes(p.data), p.orig_len) for p in pkts] * 6, res=res, bo=bo)
     stats, ncalls = _same(src, monkeypatch)
     assert ncalls == stats["split"] == 6 * 13
+
+
+@needs_c
+@pytest.mark.parametrize("link", ["sll", "raw"])
+def test_other_link_types(tmp_path, monkeypatch, link):
+    """Super-frames of every kind under a Linux cooked header or none (raw
+    IP): the compiled segmenter copies whatever link-layer header there
+    is (the chunk loop is for Ethernet only; split decides in Python)."""
+    from pktbuild import LINKTYPE_RAW, LINKTYPE_SLL, sll
+    frames = []
+    for name, (kind, kw, fam) in KINDS.items():
+        t = Tunnel(kind, **kw)
+        for pl, cut in ((9000, None), (3000, 700), (0, None)):
+            f = t.wrap(Flow(fam, ipid="inc").pkt(0, pl, csum="seed"), csum=_outer_csum(t))
+            d = bytes(f.data)
+            d = sll(d[14:], struct.unpack_from("!H", d, 12)[0]) if link == "sll" else d[14:]
+            frames.append((d[:cut], len(d)))
+    src = tmp_path / "in.pcap"
+    _write(src, frames, linktype=LINKTYPE_SLL if link == "sll" else LINKTYPE_RAW)
+    stats, ncalls = _same(src, monkeypatch)
+    assert ncalls == stats["split"] == 2 * len(KINDS)
 
 
 # one generated record: (kind name, what, payload, flags, snaplen cut)
