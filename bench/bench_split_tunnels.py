@@ -125,6 +125,10 @@ def main():
     pg = shlex.split(a.pcapgro) if a.pcapgro else [
         sys.executable, "-c",
         f"import sys; sys.path.insert(0, {REPO!r}); from pcapgro.cli import main; main()"]
+    # byte-compiled as an installed package is (with PYTHONDONTWRITEBYTECODE
+    # every run would compile every module first, ~0.1 s); --pcapgro: its own
+    subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(REPO, "pcapgro")],
+                   check=True)
     if a.no_c:
         os.environ["PCAPGRO_NO_C"] = "1"
     outsized = os.path.splitext(src)[0] + "-split.pcap"     # split's output, kept

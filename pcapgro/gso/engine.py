@@ -193,8 +193,9 @@ class GSOSplitter:
         RecordChunk ``lb`` from ``i`` on that the compiled loop handles
         (``split_chunk`` in pcapgro/_gso.c: pure ACKs and the like, tunnelled
         frames passed without flow state (GRE / IPIP / SIT under the MTU,
-        VXLAN / Geneve carrying no inner TCP payload or SYN), and
-        data segments :meth:`_fast_small_tcp4` passes, copied verbatim, untagged Ethernet / IPv4 / TCP super-frames cut with the
+        VXLAN / Geneve carrying no inner TCP payload or SYN), and data
+        segments :meth:`_fast_small_tcp4` passes, copied verbatim,
+        untagged Ethernet / IPv4 / TCP super-frames cut with the
         size :meth:`_tcp` would choose, the same bytes, statistics and
         flow state as :meth:`split`), stopping at the first record it does
         not (that one goes through :meth:`split`); None when it cannot be
