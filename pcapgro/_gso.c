@@ -763,7 +763,7 @@ done:
 
 /* what tunnel_pass finds: the engine passes the record for one of these
  * (pcapgro/gso/reasons.py Pass.SMALL, Pass.NO_HANDLER) */
-enum { TUN_DECIDE = 0, TUN_SMALL, TUN_NO_HANDLER };
+enum { TUN_DECIDE = 0, TUN_SMALL, TUN_NO_HANDLER, TUN_DATA };
 
 static inline unsigned
 get16(const unsigned char *p)
@@ -840,13 +840,22 @@ inner_l3(const unsigned char *d, Py_ssize_t cap, Py_ssize_t off, unsigned et,
     return 2;
 }
 
+/* where udp_tunnel_idle found an inner TCP segment with payload */
+struct inner_tcp {
+    Py_ssize_t off, l4off, thl, P;      /* inner IP, TCP header, payload */
+    unsigned et;                        /* inner EtherType */
+};
+
 /* pcapgro/gso/tunnel.py locate + split up to its first decision, for a
  * VXLAN (4789, 8472) or Geneve (6081) frame no longer than the MTU, UDP
  * header at u: TUN_SMALL when split returns None without touching flow
  * state (no tunnel it knows, no inner TCP, an inner TCP header without
- * SYN and payload: nothing to cut, no MSS to note), else TUN_DECIDE */
+ * SYN and payload: nothing to cut, no MSS to note), TUN_DATA for an
+ * inner TCP segment with payload and no SYN (*it: where), else
+ * TUN_DECIDE */
 static int
-udp_tunnel_idle(const unsigned char *d, Py_ssize_t cap, Py_ssize_t u, unsigned dport)
+udp_tunnel_idle(const unsigned char *d, Py_ssize_t cap, Py_ssize_t u, unsigned dport,
+                struct inner_tcp *it)
 {
     Py_ssize_t h = u + 8, off, mac = -1, l4off, l4len;
     if (cap < h + 8)
@@ -881,18 +890,57 @@ udp_tunnel_idle(const unsigned char *d, Py_ssize_t cap, Py_ssize_t u, unsigned d
     Py_ssize_t thl = (Py_ssize_t)(d[l4off + 12] >> 4) << 2;
     if (thl < 20 || l4len < thl || cap < l4off + thl)
         return TUN_SMALL;
-    if ((d[l4off + 13] & 0x02) || l4len > thl)
-        return TUN_DECIDE;                              /* a SYN's MSS, a payload */
-    return TUN_SMALL;
+    if (d[l4off + 13] & 0x02)
+        return TUN_DECIDE;                              /* a SYN's MSS */
+    if (l4len == thl)
+        return TUN_SMALL;
+    it->off = off;
+    it->l4off = l4off;
+    it->thl = thl;
+    it->P = l4len - thl;
+    it->et = et;
+    return TUN_DATA;
 }
 
-/* a tunnelled record engine.GSOSplitter.split passes unchanged with no
- * flow state (the compiled loop copies it): untagged Ethernet, captured
- * in full, outer IP as outer_l3 takes it, at most the MTU, carrying GRE,
- * IPIP or SIT without --mss (TUN_NO_HANDLER: split cuts only frames over
- * the MTU), or UDP to a VXLAN / Geneve port, not over --gso-size
- * (gso_size; -1: none), that udp_tunnel_idle finds idle (TUN_SMALL,
- * GSOSplitter._udp); TUN_DECIDE for everything else */
+/* tunnel.py split's size rule for an inner TCP segment with payload no
+ * longer than the MTU (TUN_DATA): with --mss it is cut when longer,
+ * else only when its flow (key (section, 0, kind, src, dst, sport,
+ * dport)) noted a SYN's MSS option it exceeds (tunnel._mss, OWN_SYN; the
+ * MTU rule does not cut a frame that fits); TUN_SMALL when not cut,
+ * TUN_DECIDE when cut, -1 with an exception */
+static int
+inner_data_fits(const struct chunk *ch, const unsigned char *d, unsigned dport,
+                const struct inner_tcp *it)
+{
+    if (ch->cfg_mss)
+        return it->P > ch->cfg_mss ? TUN_DECIDE : TUN_SMALL;
+    int v4 = it->et == 0x0800;
+    const unsigned char *a = d + it->off + (v4 ? 12 : 8), *th = d + it->l4off;
+    Py_ssize_t alen = v4 ? 4 : 16;
+    PyObject *key = Py_BuildValue("(OOsy#y#ll)", ch->sec, ch->zero,
+                                  dport == 6081 ? "geneve" : "vxlan", a, alen, a + alen, alen,
+                                  (long)get16(th), (long)get16(th + 2));
+    if (key == NULL)
+        return -1;
+    PyObject *fl = PyDict_GetItemWithError(ch->flows, key);
+    Py_DECREF(key);
+    if (fl == NULL)
+        return PyErr_Occurred() ? -1 : TUN_SMALL;
+    long m = flow_attr(fl, "syn_mss");
+    if (m < 0 && PyErr_Occurred())
+        return -1;
+    m -= (long)it->thl - 20;
+    return m >= TCP_MIN_GSO_SIZE && it->P > m ? TUN_DECIDE : TUN_SMALL;
+}
+
+/* a tunnelled record engine.GSOSplitter.split passes unchanged without
+ * changing flow state (the compiled loop copies it): untagged Ethernet,
+ * captured in full, outer IP as outer_l3 takes it, at most the MTU,
+ * carrying GRE, IPIP or SIT without --mss (TUN_NO_HANDLER: split cuts
+ * only frames over the MTU), or UDP to a VXLAN / Geneve port, not over
+ * --gso-size (gso_size; -1: none), that udp_tunnel_idle finds idle or
+ * inner_data_fits lets through (TUN_SMALL, GSOSplitter._udp); TUN_DECIDE
+ * for everything else, -1 with an exception */
 static int
 tunnel_pass(const struct chunk *ch, const unsigned char *d, uint32_t cap, uint32_t orig)
 {
@@ -909,7 +957,9 @@ tunnel_pass(const struct chunk *ch, const unsigned char *d, uint32_t cap, uint32
         return TUN_DECIDE;
     if (ch->gso_size >= 0 && l4len - 8 > ch->gso_size)
         return TUN_DECIDE;
-    return udp_tunnel_idle(d, cap, l4off, dport);
+    struct inner_tcp it;
+    int r = udp_tunnel_idle(d, cap, l4off, dport, &it);
+    return r == TUN_DATA ? inner_data_fits(ch, d, dport, &it) : r;
 }
 
 /* a record's time in ns (RecordChunk.columns: sec * 1e9 + fraction * mul) */
@@ -985,13 +1035,10 @@ split_chunk(PyObject *self, PyObject *args)
         long long ts = rec_time(buf + r, ch.swap, ch.mul);
         int tp = stateless_pass(d, cap, orig, ch.mtu, ch.complete) ? TUN_SMALL
                                                                    : tunnel_pass(&ch, d, cap, orig);
+        if (tp < 0 || (tp && copy_record(&ch, buf + r, cap, ts) < 0))
+            goto fail;
         if (tp) {
-            if (copy_record(&ch, buf + r, cap, ts) < 0)
-                goto fail;
-            if (tp == TUN_NO_HANDLER)
-                ch.nnohandler++;
-            else
-                ch.npassed++;
+            *(tp == TUN_NO_HANDLER ? &ch.nnohandler : &ch.npassed) += 1;
             continue;
         }
         int sm = small_tcp4(&ch, buf + r, d, cap, orig);
