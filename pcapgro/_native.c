@@ -53,12 +53,16 @@
  *                        tcp_gro_receive / udp_gro_receive_segment (rx-gro-list:
  *                        the whole flag word, ip_summed, 64 packets, 65536
  *                        bytes with every header; checksum of the first kept)
- * and the NAPI model of engine.py (the gap model): a poll ends at an
- * arrival gap > poll_gap_ns, or after napi_budget packets (__napi_poll:
- * the budget flush, old packets only when hz >= 1000); at a poll end every
- * held packet is completed, bucket 0..7, oldest first, or with
- * gro_flush_timeout only those from an older jiffy, the rest when the
- * timer fires before the next packet (napi_complete_done).
+ * and the NAPI models of engine.py: the gap model (a poll ends at an
+ * arrival gap > poll_gap_ns, or after napi_budget packets) or the work
+ * model (gro/napi.py PollClock: work_clock, its state carried to and from
+ * the Python engine with each run; net/core/dev.c __napi_poll,
+ * napi_complete_done, drivers/net/veth.c veth_poll, the delivery of the
+ * gro_normal_batch list); at a budget end (__napi_poll) the budget flush,
+ * old packets only when hz >= 1000; at a poll end every held packet is
+ * completed, bucket 0..7, oldest first, or with gro_flush_timeout only
+ * those from an older jiffy, the rest when the timer fires before the
+ * next packet (napi_complete_done).
  *
  * A record is handled here when: captured == original length (an EPB:
  * no options, the chunk's interface, a time the output holds), Ethernet
@@ -194,6 +198,15 @@ typedef struct {
      * when budget_old: hz >= 1000), packets taken by the current poll */
     int64_t timeout, budget, in_poll;
     int budget_old;
+    /* the work poll model (poll_model 'work'; pcapgro/gro/napi.py
+     * PollClock, whose state it is and goes to and back with each run):
+     * costs poll_wake_ns, poll_rx_ns, deliver_ns, deliver_seg_ns; a poll
+     * is open (clk_open), done with its packets so far at clk_now, took
+     * clk_n packets; the last delivery ends at clk_free (clk_has_free) */
+    int work;
+    int64_t poll_wake_ns, poll_rx_ns, deliver_ns, deliver_seg_ns;
+    int clk_open, clk_has_free;
+    int64_t clk_now, clk_n, clk_free;
     /* pcapng output (else classic pcap records): EPBs on interface
      * ng_iface in the byte order ng_swap says, timestamps in units of
      * ng_div ns from ng_off; annotate: comments, flags, restore records */
@@ -607,13 +620,71 @@ static void poll_end(Engine *e, int64_t last, int64_t next)
         flush_all(e, F_FLUSH_TIMEOUT, last + e->timeout);
 }
 
+/* The work model's clock (napi.py PollClock.ends, one packet): the
+ * packet at t joins the open poll when it has arrived by the time the poll
+ * gets to it (clk_now), each packet costing poll_rx_ns of receive work;
+ * else the poll ended on an empty queue (napi_complete_done) and its
+ * delivery (gro_normal_batch: deliver_ns + deliver_seg_ns per packet)
+ * keeps the receiver busy until clk_free; a poll that took budget packets
+ * ends for that (__napi_poll) and the next goes on after its delivery.  A
+ * new poll starts poll_wake_ns after a packet finds the device idle
+ * (veth_poll scheduled), or right when the delivery is done if the packet
+ * waited for it.  Returns F_POLL_END or F_BUDGET when the packet at t
+ * starts a poll after another ended, else -1. */
+static int work_clock(Engine *e, int64_t t)
+{
+    int reason = -1;
+    if (e->clk_open) {
+        if (e->budget && e->clk_n >= e->budget) {
+            int64_t done = e->clk_now + e->deliver_ns + e->deliver_seg_ns * e->clk_n;
+            e->clk_now = (done > t ? done : t) + e->poll_rx_ns;
+            e->clk_n = 1;
+            return F_BUDGET;
+        }
+        if (t <= e->clk_now) {
+            e->clk_now += e->poll_rx_ns;
+            e->clk_n++;
+            return -1;
+        }
+        reason = F_POLL_END;
+        e->clk_free = e->clk_now + e->deliver_ns + e->deliver_seg_ns * e->clk_n;
+        e->clk_has_free = 1;
+    }
+    int64_t start = e->clk_has_free && t <= e->clk_free ? e->clk_free : t + e->poll_wake_ns;
+    e->clk_now = start + e->poll_rx_ns;
+    e->clk_n = 1;
+    e->clk_open = 1;
+    return reason;
+}
+
+/* Before the packet at ts under the work model (engine.py _polls): the
+ * poll end work_clock finds is a budget flush (old-only when hz >= 1000)
+ * or napi_complete_done's (poll_end) */
+static void work_boundary(Engine *e, int64_t ts)
+{
+    int reason = work_clock(e, ts);
+    if (reason < 0 || !e->nheld)
+        return;
+    if (reason == F_POLL_END)
+        poll_end(e, e->last_ts, ts);
+    else if (e->budget_old)
+        flush_old(e, F_BUDGET, e->last_ts);
+    else
+        flush_all(e, F_BUDGET, e->last_ts);
+}
+
 /* Before the packet at ts: does a NAPI poll end there (engine.py
- * _loop_budget, _polls)?  After budget packets (__napi_poll: the budget
- * flush, old-only when hz >= 1000), else at an arrival gap over
- * poll_gap_ns (napi_complete_done); in_poll counts the new poll's packets
- * from 0 then (only with a budget, as the Python engine counts) */
+ * _loop_budget, _polls)?  The work model: work_boundary.  The gap model:
+ * after budget packets (__napi_poll: the budget flush, old-only when
+ * hz >= 1000), else at an arrival gap over poll_gap_ns
+ * (napi_complete_done); in_poll counts the new poll's packets from 0 then
+ * (only with a budget, as the Python engine counts) */
 static void poll_boundary(Engine *e, int64_t ts)
 {
+    if (e->work) {
+        work_boundary(e, ts);
+        return;
+    }
     if (!e->have_last)
         return;
     if (e->budget && e->in_poll == e->budget) {
@@ -947,19 +1018,35 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"limit", "poll_gap_ns", "jiffy_ns", "verify", "csum_valid",
                              "hash_flow", "vlan", "pcapng", "pcapng_swap", "pcapng_div",
                              "annotate", "udp_gro", "fraglist", "gro_flush_timeout", "napi_budget",
-                             "budget_old_only", "local_ports", NULL};
+                             "budget_old_only", "local_ports", "poll_work", "poll_wake_ns",
+                             "poll_rx_ns", "deliver_ns", "deliver_seg_ns", NULL};
     unsigned long limit;
     long long gap, jiffy, ng_div = 1;
     int verify, csum_valid, hash_flow, vlan = 0, ng = 0, ng_swap = 0, annotate = 0;
-    int udp_gro = 0, fraglist = 0, budget_old = 0;
-    long long timeout = 0, budget = 0;
+    int udp_gro = 0, fraglist = 0, budget_old = 0, work = 0;
+    long long timeout = 0, budget = 0, wake = 0, rx = 0, dp = 0, ds = 0;
     const char *local = NULL;
     Py_ssize_t nlocal = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLpppLLpy#", kwlist, &limit, &gap,
-                                     &jiffy, &verify, &csum_valid, &hash_flow, &vlan, &ng,
-                                     &ng_swap, &ng_div, &annotate, &udp_gro, &fraglist,
-                                     &timeout, &budget, &budget_old, &local, &nlocal))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLpppLLpy#pLLLL", kwlist, &limit,
+                                     &gap, &jiffy, &verify, &csum_valid, &hash_flow, &vlan,
+                                     &ng, &ng_swap, &ng_div, &annotate, &udp_gro, &fraglist,
+                                     &timeout, &budget, &budget_old, &local, &nlocal, &work,
+                                     &wake, &rx, &dp, &ds))
         return -1;
+    /* cfast.usable keeps the costs under 2**30 ns: the clock stays within
+     * int64 for any capture time */
+    if (wake < 0 || rx < 0 || dp < 0 || ds < 0 || wake >= 1LL << 30 || rx >= 1LL << 30
+        || dp >= 1LL << 30 || ds >= 1LL << 30) {
+        PyErr_SetString(PyExc_ValueError, "work model costs: 0 .. 2**30 - 1 ns");
+        return -1;
+    }
+    e->work = work;
+    e->poll_wake_ns = wake;
+    e->poll_rx_ns = rx;
+    e->deliver_ns = dp;
+    e->deliver_seg_ns = ds;
+    e->clk_open = e->clk_has_free = 0;
+    e->clk_now = e->clk_n = e->clk_free = 0;
     if (nlocal && nlocal != sizeof e->local) {
         PyErr_SetString(PyExc_ValueError, "local_ports: a bit set of 65536 ports");
         return -1;
@@ -1426,7 +1513,7 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
         poll_boundary(e, ts);
         e->have_last = 1;
         e->last_ts = ts;
-        e->in_poll += e->budget != 0;
+        e->in_poll += e->budget != 0 && !e->work;
         seg_fields(&g);
         receive(e, &g, ts, base + i);
         if (e->error)
@@ -1609,6 +1696,43 @@ static int Engine_set_in_poll(Engine *e, PyObject *v, void *closure)
     return 0;
 }
 
+/* clock: the work model's state (PollClock's open, now, n, free; free
+ * None before the first delivery), given before run() and read after it */
+static PyObject *Engine_get_clock(Engine *e, void *closure)
+{
+    if (!e->clk_has_free)
+        return Py_BuildValue("(OLLO)", e->clk_open ? Py_True : Py_False,
+                             (long long)e->clk_now, (long long)e->clk_n, Py_None);
+    return Py_BuildValue("(OLLL)", e->clk_open ? Py_True : Py_False, (long long)e->clk_now,
+                         (long long)e->clk_n, (long long)e->clk_free);
+}
+
+static int Engine_set_clock(Engine *e, PyObject *v, void *closure)
+{
+    PyObject *open, *free;
+    long long now, n, fr = 0;
+    if (!v) {
+        PyErr_SetString(PyExc_TypeError, "clock cannot be deleted");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(v, "OLLO", &open, &now, &n, &free))
+        return -1;
+    if (free != Py_None) {
+        fr = PyLong_AsLongLong(free);
+        if (fr == -1 && PyErr_Occurred())
+            return -1;
+    }
+    int is_open = PyObject_IsTrue(open);
+    if (is_open < 0)
+        return -1;
+    e->clk_open = is_open;
+    e->clk_now = now;
+    e->clk_n = n;
+    e->clk_has_free = free != Py_None;
+    e->clk_free = fr;
+    return 0;
+}
+
 static PyMethodDef Engine_methods[] = {
     {"run", (PyCFunction)Engine_run, METH_VARARGS,
      "run(buf, recs, start, base, mul, swap, last_ts, have_last, last_out_ts[, linktype, "
@@ -1634,6 +1758,8 @@ static PyGetSetDef Engine_getset[] = {
     {"held", (getter)Engine_held, NULL, "number of held packets", NULL},
     {"in_poll", (getter)Engine_get_in_poll, (setter)Engine_set_in_poll,
      "packets taken by the current NAPI poll (counted with a budget)", NULL},
+    {"clock", (getter)Engine_get_clock, (setter)Engine_set_clock,
+     "the work poll model's state: (open, now, n, free or None), as PollClock's", NULL},
     {NULL}
 };
 

@@ -2,7 +2,9 @@
 
 A capture shows no NAPI poll boundaries, so they are modelled: a poll ends
 at an arrival gap over ``poll_gap_ns`` or after ``napi_budget`` packets
-(net/core/dev.c napi_complete_done, __napi_poll; README "The NAPI model").
+(net/core/dev.c napi_complete_done, __napi_poll; README "The NAPI model"),
+or where the receiver's work ends it (``poll_model='work'``,
+:mod:`pcapgro.gro.napi`).
 The GRO lists, hold, flush and completion are the engine core
 (:mod:`pcapgro.gro.core`, net/core/gro.c); the protocol rules are the
 modules of the offload table (:mod:`pcapgro.gro.offload`).  This module
@@ -13,6 +15,7 @@ configuration, else the reference path through the offload table.
 """
 
 from bisect import bisect_left
+import copy
 
 from ..errors import DamagedInput
 from ..linklayer import network_layer
@@ -115,7 +118,8 @@ class GROEngine(NAPI):
         # which path runs: cfast.usable (this configuration) and
         # cfast.layout (each chunk) decide
         self._c_ok = cfast.usable(self.cfg)
-        # the work poll model (pcapgro.gro.napi), on the reference path
+        # the work poll model (pcapgro.gro.napi): its clock, which the
+        # compiled loop moves too (cfast.CEngine.run)
         self._clock = PollClock(self.cfg) if self.cfg.poll_model == "work" else None
         # blocks written ahead of held packets (pcapgro.restore.BlockClaims)
         self._claims = restore.BlockClaims()
@@ -249,8 +253,9 @@ class GROEngine(NAPI):
             self._c.set_output(lay)
             if self.flows and self.last_ts is not None:
                 t0 = lb.part(0, 1).times()[0]
-                if t0 - self.last_ts > self.cfg.poll_gap_ns:
-                    cfast.poll_start(self, t0)
+                ends = self._poll_starts([t0], 0)
+                if ends[0]:
+                    cfast.poll_start(self, t0, ends[1][0])
         i = 0
         starts = None
         while True:
@@ -261,18 +266,35 @@ class GROEngine(NAPI):
                 self._release()
             if starts is None:
                 ts = lb.times()
-                starts = _gaps(ts, self.cfg.poll_gap_ns)
+                starts, why = self._poll_starts(ts, i)
                 starts.append(n)
             # the reference path goes on to the first poll start at or after
             # the next cfast.MIN_RUN records the core takes (issue 18.7)
-            g = starts[bisect_left(starts, self._c.scan(lb, i + 1, cfast.MIN_RUN))]
+            k = bisect_left(starts, self._c.scan(lb, i + 1, cfast.MIN_RUN))
+            g = starts[k]
             self._chunk_py(lb.part(i, g))
             if g == n:
                 return
             # what the reference path does before the poll that starts at
             # g, when that leaves nothing held (else it goes on from g)
-            cfast.poll_start(self, ts[g])
+            cfast.poll_start(self, ts[g], why[k])
             i = g
+
+    def _poll_starts(self, ts, i):
+        """The poll starts among packets ``i..`` with arrival times ``ts``
+        (list of ns; those before ``i`` taken already) and why the poll
+        before each ended: (list of indexes, list of Flush reasons, or of
+        None under the gap model: cfast.poll_start tells then).  The work
+        model's are its PollClock's from where it stands now (a copy: the
+        clock moves as the packets are taken, by either path)."""
+        if self._clock is None:
+            starts = _gaps(ts, self.cfg.poll_gap_ns)
+            if i == 0 and self.last_ts is not None and ts[0] - self.last_ts > self.cfg.poll_gap_ns:
+                starts.insert(0, 0)
+            return starts, [None] * len(starts)
+        clock = copy.copy(self._clock)
+        got = clock.ends(ts[i:])
+        return [i + j for j, _ in got], [r for _, r in got]
 
     def _chunk_py(self, lb):
         """:meth:`_chunk` on the reference path (a hand-over): the chunk's
