@@ -62,7 +62,10 @@
  * old packets only when hz >= 1000; at a poll end every held packet is
  * completed, bucket 0..7, oldest first, or with gro_flush_timeout only
  * those from an older jiffy, the rest when the timer fires before the
- * next packet (napi_complete_done).
+ * next packet (napi_complete_done).  Poll ends that find packets held are
+ * counted by their arrival gap, and packets where a poll start would move
+ * with the timing x2 / x0.5 (napi.py PollShifts: two more clocks, or the
+ * gap doubled and halved) while packets are held (timing_stats()).
  *
  * A record is handled here when: captured == original length (an EPB:
  * no options, the chunk's interface, a time the output holds), Ethernet
@@ -177,6 +180,20 @@ typedef struct {
     sbuf rows;              /* annotated: the restore record's s= rows so far */
 } Agg;
 
+/* the work poll model's clock (pcapgro/gro/napi.py PollClock): costs
+ * poll_wake_ns, poll_rx_ns, deliver_ns, deliver_seg_ns; a poll is open,
+ * done with its packets so far at now, took n packets; the last delivery
+ * ends at free (has_free) */
+typedef struct {
+    int open, has_free;
+    int64_t now, n, free;
+    int64_t poll_wake_ns, poll_rx_ns, deliver_ns, deliver_seg_ns;
+} Clock;
+
+/* poll ends by their arrival gap (napi.py gap_bucket): < 1 us, then
+ * [2**(k-1), 2**k) us for k = 1..10, then 1024 us and more */
+#define GAP_BUCKETS 12
+
 typedef struct {
     PyObject_HEAD
     Agg aggs[MAXHELD];
@@ -199,14 +216,12 @@ typedef struct {
     int64_t timeout, budget, in_poll;
     int budget_old;
     /* the work poll model (poll_model 'work'; pcapgro/gro/napi.py
-     * PollClock, whose state it is and goes to and back with each run):
-     * costs poll_wake_ns, poll_rx_ns, deliver_ns, deliver_seg_ns; a poll
-     * is open (clk_open), done with its packets so far at clk_now, took
-     * clk_n packets; the last delivery ends at clk_free (clk_has_free) */
+     * PollClock, whose state goes to and back with each run), and where
+     * poll starts would move with the timing x2 / x0.5 (PollShifts) */
     int work;
-    int64_t poll_wake_ns, poll_rx_ns, deliver_ns, deliver_seg_ns;
-    int clk_open, clk_has_free;
-    int64_t clk_now, clk_n, clk_free;
+    Clock clk[3];           /* the model's, then with costs x2 and x0.5 */
+    /* the gap model's poll gap doubled and halved (saturated) */
+    int64_t gap2, gaph;
     /* pcapng output (else classic pcap records): EPBs on interface
      * ng_iface in the byte order ng_swap says, timestamps in units of
      * ng_div ns from ng_off; annotate: comments, flags, restore records */
@@ -223,6 +238,7 @@ typedef struct {
     int out_fixed;          /* output() set swap / mul: not the input's */
     sbuf opts, txt;         /* scratch: one record's options and text */
     /* statistics since the last stats() */
+    uint64_t poll_gaps[GAP_BUCKETS], budget_ends, moved2, movedh;
     uint64_t flush[F_N], pass[P_N], verified, seed, singles, aggregates, segs;
     uint64_t kind_aggs[K_N], kind_segs[K_N];  /* aggregates, segs by kind */
     uint32_t *hist;
@@ -631,46 +647,73 @@ static void poll_end(Engine *e, int64_t last, int64_t next)
  * (veth_poll scheduled), or right when the delivery is done if the packet
  * waited for it.  Returns F_POLL_END or F_BUDGET when the packet at t
  * starts a poll after another ended, else -1. */
-static int work_clock(Engine *e, int64_t t)
+static int work_clock(Clock *c, int64_t budget, int64_t t)
 {
     int reason = -1;
-    if (e->clk_open) {
-        if (e->budget && e->clk_n >= e->budget) {
-            int64_t done = e->clk_now + e->deliver_ns + e->deliver_seg_ns * e->clk_n;
-            e->clk_now = (done > t ? done : t) + e->poll_rx_ns;
-            e->clk_n = 1;
+    if (c->open) {
+        if (budget && c->n >= budget) {
+            int64_t done = c->now + c->deliver_ns + c->deliver_seg_ns * c->n;
+            c->now = (done > t ? done : t) + c->poll_rx_ns;
+            c->n = 1;
             return F_BUDGET;
         }
-        if (t <= e->clk_now) {
-            e->clk_now += e->poll_rx_ns;
-            e->clk_n++;
+        if (t <= c->now) {
+            c->now += c->poll_rx_ns;
+            c->n++;
             return -1;
         }
         reason = F_POLL_END;
-        e->clk_free = e->clk_now + e->deliver_ns + e->deliver_seg_ns * e->clk_n;
-        e->clk_has_free = 1;
+        c->free = c->now + c->deliver_ns + c->deliver_seg_ns * c->n;
+        c->has_free = 1;
     }
-    int64_t start = e->clk_has_free && t <= e->clk_free ? e->clk_free : t + e->poll_wake_ns;
-    e->clk_now = start + e->poll_rx_ns;
-    e->clk_n = 1;
-    e->clk_open = 1;
+    int64_t start = c->has_free && t <= c->free ? c->free : t + c->poll_wake_ns;
+    c->now = start + c->poll_rx_ns;
+    c->n = 1;
+    c->open = 1;
     return reason;
 }
 
+/* napi.py gap_bucket: the poll_gaps bucket of an arrival gap of d ns */
+static int gap_bucket(int64_t d)
+{
+    int64_t us = d / 1000;
+    if (us <= 0)
+        return 0;
+    int k = 64 - __builtin_clzll((unsigned long long)us);
+    return k < GAP_BUCKETS - 1 ? k : GAP_BUCKETS - 1;
+}
+
+/* A poll end while packets are held (engine.py _poll_boundary): the
+ * budget flush (__napi_poll; old-only when hz >= 1000) or
+ * napi_complete_done's (poll_end), counted with its arrival gap */
+static void end_poll(Engine *e, int reason, int64_t ts)
+{
+    if (reason == F_BUDGET) {
+        e->budget_ends++;
+        if (e->budget_old)
+            flush_old(e, F_BUDGET, e->last_ts);
+        else
+            flush_all(e, F_BUDGET, e->last_ts);
+        return;
+    }
+    e->poll_gaps[gap_bucket(ts - e->last_ts)]++;
+    poll_end(e, e->last_ts, ts);
+}
+
 /* Before the packet at ts under the work model (engine.py _polls): the
- * poll end work_clock finds is a budget flush (old-only when hz >= 1000)
- * or napi_complete_done's (poll_end) */
+ * poll end work_clock finds, and where the clocks with costs x2 and x0.5
+ * disagree with it while packets are held (napi.py PollShifts) */
 static void work_boundary(Engine *e, int64_t ts)
 {
-    int reason = work_clock(e, ts);
-    if (reason < 0 || !e->nheld)
+    int reason = work_clock(&e->clk[0], e->budget, ts);
+    int r2 = work_clock(&e->clk[1], e->budget, ts);
+    int rh = work_clock(&e->clk[2], e->budget, ts);
+    if (!e->nheld)
         return;
-    if (reason == F_POLL_END)
-        poll_end(e, e->last_ts, ts);
-    else if (e->budget_old)
-        flush_old(e, F_BUDGET, e->last_ts);
-    else
-        flush_all(e, F_BUDGET, e->last_ts);
+    e->moved2 += (reason < 0) != (r2 < 0);
+    e->movedh += (reason < 0) != (rh < 0);
+    if (reason >= 0)
+        end_poll(e, reason, ts);
 }
 
 /* Before the packet at ts: does a NAPI poll end there (engine.py
@@ -688,14 +731,20 @@ static void poll_boundary(Engine *e, int64_t ts)
     if (!e->have_last)
         return;
     if (e->budget && e->in_poll == e->budget) {
-        if (e->nheld && e->budget_old)
-            flush_old(e, F_BUDGET, e->last_ts);
-        else if (e->nheld)
-            flush_all(e, F_BUDGET, e->last_ts);
-        e->in_poll = 0;
-    } else if (ts - e->last_ts > e->gap) {
         if (e->nheld)
-            poll_end(e, e->last_ts, ts);
+            end_poll(e, F_BUDGET, ts);
+        e->in_poll = 0;
+        return;
+    }
+    int64_t d = ts - e->last_ts;
+    int end = d > e->gap;
+    if (e->nheld) {
+        e->moved2 += end != (d > e->gap2);
+        e->movedh += end != (d > e->gaph);
+    }
+    if (end) {
+        if (e->nheld)
+            end_poll(e, F_POLL_END, ts);
         e->in_poll = 0;
     }
 }
@@ -1041,12 +1090,13 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
         return -1;
     }
     e->work = work;
-    e->poll_wake_ns = wake;
-    e->poll_rx_ns = rx;
-    e->deliver_ns = dp;
-    e->deliver_seg_ns = ds;
-    e->clk_open = e->clk_has_free = 0;
-    e->clk_now = e->clk_n = e->clk_free = 0;
+    /* napi.py PollClock(cfg, scale): int(cost * scale) */
+    static const int num[3] = {1, 2, 1}, den[3] = {1, 1, 2};
+    for (int k = 0; k < 3; k++)
+        e->clk[k] = (Clock){.poll_wake_ns = wake * num[k] / den[k],
+                            .poll_rx_ns = rx * num[k] / den[k],
+                            .deliver_ns = dp * num[k] / den[k],
+                            .deliver_seg_ns = ds * num[k] / den[k]};
     if (nlocal && nlocal != sizeof e->local) {
         PyErr_SetString(PyExc_ValueError, "local_ports: a bit set of 65536 ports");
         return -1;
@@ -1075,6 +1125,10 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
     e->annotate = ng && annotate;     /* classic pcap holds no comments */
     e->limit = (uint32_t)limit;
     e->gap = gap;
+    /* napi.py PollShifts: 2 * gap (saturated: cfast keeps gap within
+     * +-2**62), gap >> 1 (arithmetic, as Python's) */
+    e->gap2 = gap > INT64_MAX / 2 ? INT64_MAX : gap < INT64_MIN / 2 ? INT64_MIN : gap * 2;
+    e->gaph = gap >= 0 ? gap / 2 : -((-gap + 1) / 2);
     e->jiffy = jiffy;
     e->verify = verify;
     e->csum_valid = csum_valid;
@@ -1696,25 +1750,20 @@ static int Engine_set_in_poll(Engine *e, PyObject *v, void *closure)
     return 0;
 }
 
-/* clock: the work model's state (PollClock's open, now, n, free; free
- * None before the first delivery), given before run() and read after it */
-static PyObject *Engine_get_clock(Engine *e, void *closure)
+/* one Clock's state as PollClock's (open, now, n, free or None) */
+static PyObject *clock_state(const Clock *c)
 {
-    if (!e->clk_has_free)
-        return Py_BuildValue("(OLLO)", e->clk_open ? Py_True : Py_False,
-                             (long long)e->clk_now, (long long)e->clk_n, Py_None);
-    return Py_BuildValue("(OLLL)", e->clk_open ? Py_True : Py_False, (long long)e->clk_now,
-                         (long long)e->clk_n, (long long)e->clk_free);
+    if (!c->has_free)
+        return Py_BuildValue("(OLLO)", c->open ? Py_True : Py_False, (long long)c->now,
+                             (long long)c->n, Py_None);
+    return Py_BuildValue("(OLLL)", c->open ? Py_True : Py_False, (long long)c->now,
+                         (long long)c->n, (long long)c->free);
 }
 
-static int Engine_set_clock(Engine *e, PyObject *v, void *closure)
+static int clock_set(Clock *c, PyObject *v)
 {
     PyObject *open, *free;
     long long now, n, fr = 0;
-    if (!v) {
-        PyErr_SetString(PyExc_TypeError, "clock cannot be deleted");
-        return -1;
-    }
     if (!PyArg_ParseTuple(v, "OLLO", &open, &now, &n, &free))
         return -1;
     if (free != Py_None) {
@@ -1725,12 +1774,53 @@ static int Engine_set_clock(Engine *e, PyObject *v, void *closure)
     int is_open = PyObject_IsTrue(open);
     if (is_open < 0)
         return -1;
-    e->clk_open = is_open;
-    e->clk_now = now;
-    e->clk_n = n;
-    e->clk_has_free = free != Py_None;
-    e->clk_free = fr;
+    c->open = is_open;
+    c->now = now;
+    c->n = n;
+    c->has_free = free != Py_None;
+    c->free = fr;
     return 0;
+}
+
+/* clocks: the work model's clock and those with costs x2 and x0.5
+ * (engine.py _clock, PollShifts.clocks), each as clock_state, given before
+ * run() and read after it */
+static PyObject *Engine_get_clocks(Engine *e, void *closure)
+{
+    return Py_BuildValue("(NNN)", clock_state(&e->clk[0]), clock_state(&e->clk[1]),
+                         clock_state(&e->clk[2]));
+}
+
+static int Engine_set_clocks(Engine *e, PyObject *v, void *closure)
+{
+    if (!v || !PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 3) {
+        PyErr_SetString(PyExc_TypeError, "clocks: a tuple of three clock states");
+        return -1;
+    }
+    Clock c[3];
+    memcpy(c, e->clk, sizeof c);
+    for (int k = 0; k < 3; k++)
+        if (clock_set(&c[k], PyTuple_GET_ITEM(v, k)) < 0)
+            return -1;
+    memcpy(e->clk, c, sizeof c);
+    return 0;
+}
+
+/* timing_stats() -> (poll ends by gap bucket, budget ends, moved x2, moved
+ * x0.5) since the last call (GROStats.poll_gaps, budget_ends, moved);
+ * resets */
+static PyObject *Engine_timing_stats(Engine *e, PyObject *unused)
+{
+    PyObject *g = PyTuple_New(GAP_BUCKETS);
+    if (!g)
+        return NULL;
+    for (int k = 0; k < GAP_BUCKETS; k++)
+        PyTuple_SET_ITEM(g, k, PyLong_FromUnsignedLongLong(e->poll_gaps[k]));
+    PyObject *r = Py_BuildValue("NKKK", g, (unsigned long long)e->budget_ends,
+                                (unsigned long long)e->moved2, (unsigned long long)e->movedh);
+    memset(e->poll_gaps, 0, sizeof e->poll_gaps);
+    e->budget_ends = e->moved2 = e->movedh = 0;
+    return r;
 }
 
 static PyMethodDef Engine_methods[] = {
@@ -1749,6 +1839,9 @@ static PyMethodDef Engine_methods[] = {
     {"stats", (PyCFunction)Engine_stats, METH_NOARGS,
      "stats() -> (flush, passed, verified, seed, singles, aggregates, segments, hist, "
      "aggregates by kind, segments by kind); resets"},
+    {"timing_stats", (PyCFunction)Engine_timing_stats, METH_NOARGS,
+     "timing_stats() -> (poll ends by gap bucket, budget ends, moved x2, moved x0.5); "
+     "resets"},
     {"release", (PyCFunction)Engine_release, METH_NOARGS,
      "release() -> the held aggregates as tuples, bucket order; holds nothing after"},
     {NULL}
@@ -1758,8 +1851,9 @@ static PyGetSetDef Engine_getset[] = {
     {"held", (getter)Engine_held, NULL, "number of held packets", NULL},
     {"in_poll", (getter)Engine_get_in_poll, (setter)Engine_set_in_poll,
      "packets taken by the current NAPI poll (counted with a budget)", NULL},
-    {"clock", (getter)Engine_get_clock, (setter)Engine_set_clock,
-     "the work poll model's state: (open, now, n, free or None), as PollClock's", NULL},
+    {"clocks", (getter)Engine_get_clocks, (setter)Engine_set_clocks,
+     "the work model's clock and those with costs x2 and x0.5: three (open, now, n, free "
+     "or None), as PollClock's", NULL},
     {NULL}
 };
 

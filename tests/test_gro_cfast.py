@@ -1369,3 +1369,5 @@ def test_work_model_kernel_captures_in_the_compiled_loop(wire, fmt, monkeypatch)
         if not no_c:
             assert not pys
     assert outs[0] == outs[1]
+    # issue 21.2: the timing-made ends are counted (the same in both paths)
+    assert outs[0][1]["gro"]["poll_ends"]["poll_end"] > 0

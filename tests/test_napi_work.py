@@ -71,3 +71,43 @@ def test_udp_one_per_send_kernel_captures():
 def test_tcp_app_limited_kernel_capture():
     w, r = NAPI / "tcp-app-200B-100us-wire.pcap", NAPI / "tcp-app-200B-100us-gro.pcap"
     assert measure(w, r, poll_model="work").exact
+
+
+# ---- issue 21 item 2: timing-made boundaries in the statistics
+
+def test_gap_buckets():
+    from pcapgro.gro.napi import gap_bucket, gap_label
+    assert [gap_bucket(d) for d in (-5, 0, 999, 1000, 1999, 2000, 30 * US, 1023 * US,
+                                    1024 * US, 10**9)] == [0, 0, 0, 1, 1, 2, 5, 10, 11, 11]
+    assert [gap_label(k) for k in (0, 1, 5, 11)] == ["<1", "1-2", "16-32", ">=1024"]
+
+
+def test_poll_ends_counted_with_their_gap():
+    # three segments 30 µs apart: the work model ends two polls, each
+    # after a gap of 16-32 µs; doubling or halving its costs still ends
+    # them there
+    segs = _segs(3)
+    for k, p in enumerate(segs):
+        p.ts = 30 * US * k
+    _, st = merge_packets(segs, poll_model="work")
+    pe = st.to_dict()["poll_ends"]
+    assert pe == {"poll_end": 2, "budget": 0, "gaps_us": {"16-32": 2},
+                  "would_move": {"x2": 0, "x0.5": 0}}
+    # the gap model at 40 µs: no poll end, but at 20 µs both gaps would
+    # end one (while a segment is held)
+    out, st = merge_packets(segs, poll_gap=40 * US)
+    assert len(out) == 1
+    assert st.to_dict()["poll_ends"] == {"poll_end": 0, "budget": 0, "gaps_us": {},
+                                         "would_move": {"x2": 0, "x0.5": 2}}
+    # at 25 µs: both end polls, and at 50 µs neither would
+    _, st = merge_packets(segs, poll_gap=25 * US)
+    assert st.to_dict()["poll_ends"]["would_move"] == {"x2": 2, "x0.5": 0}
+    assert "poll ends:" in " ".join(st.table())
+
+
+def test_budget_ends_counted():
+    segs = _segs(6)
+    _, st = merge_packets(segs, poll_model="work", napi_budget=2)
+    assert st.to_dict()["poll_ends"]["budget"] == 2
+    _, st = merge_packets(segs, napi_budget=2)
+    assert st.to_dict()["poll_ends"]["budget"] == 2

@@ -134,15 +134,16 @@ def poll_start(eng, ts, reason=None):
     else:
         budget_end = reason == Flush.BUDGET
     if budget_end:
-        old_only = cfg.hz >= 1000
-        if old_only and young:
+        if cfg.hz >= 1000 and young:
             return False
-        eng.flush(Flush.BUDGET, last, old_only)
+        if reason is not None:          # the work model's (the gap model's
+            eng.stats.count_moves(*eng.moves_at(ts))    # ignores the gap)
     else:
         timeout = cfg.gro_flush_timeout
         if timeout and young and not ts - last > timeout:
             return False
-        eng.poll_end(last, ts, timeout)
+        eng.stats.count_moves(*eng.moves_at(ts))
+    eng._poll_boundary(Flush.BUDGET if budget_end else Flush.POLL_END, last, ts)
     if cfg.napi_budget and reason is None:
         eng.in_poll = 0
     return True
@@ -241,11 +242,12 @@ class CEngine:
         if not (-(1 << 61) <= (last or 0) < (1 << 62)
                 and eng.last_out_ts < (1 << 62 if self.ng_out else _PCAP_TS_END)):
             return start
-        clock = eng._clock                    # the work model's, or None
-        if clock is not None:
-            if not _clock_fits(clock):
+        clocks = None
+        if eng._clock is not None:            # the work model's, x2, x0.5
+            clocks = (eng._clock,) + eng._shifts.clocks
+            if not all(map(_clock_fits, clocks)):
                 return start
-            self.c.clock = (clock.open, clock.now, clock.n, clock.free)
+            self.c.clocks = tuple((c.open, c.now, c.n, c.free) for c in clocks)
         self.c.in_poll = eng.in_poll          # the NAPI poll goes on
         k, data, n, maxcap, last_ts, have, last_out, nbytes = self.c.run(
             lb.buf, lb.recs, start, st.packets - start, lb.mul, lb.byteorder != _NATIVE,
@@ -253,8 +255,9 @@ class CEngine:
             *_epb_args(lb))
         self.linktype = lb.linktype
         eng.in_poll = self.c.in_poll
-        if clock is not None:
-            clock.open, clock.now, clock.n, clock.free = self.c.clock
+        if clocks is not None:
+            for c, state in zip(clocks, self.c.clocks):
+                c.open, c.now, c.n, c.free = state
         st.packets += k - start
         if have:
             eng.last_ts = last_ts
@@ -306,6 +309,13 @@ class CEngine:
                     st.by_kind[kind] += a
                     st.segments_by_kind[kind] += n
             st.hist.update(hist)
+        gaps, budget_ends, moved2, movedh = self.c.timing_stats()
+        for k, v in enumerate(gaps):
+            if v:
+                st.poll_gaps[k] += v
+        st.budget_ends += budget_ends
+        st.count_moves(moved2, 0)
+        st.count_moves(0, movedh)
 
     def release(self, eng):
         """Hand every aggregate the loop holds to GROEngine ``eng`` (its
