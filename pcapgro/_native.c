@@ -503,7 +503,8 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
             if (ng_aggregate(&e->opts, &e->txt, a->count, a->mss, (long long)a->head_idx,
                              (long long)a->head_ts, a->head_L, a->hdr, a->hlen, hdr, a->hlen,
                              &a->rows, a->flist ? (a->udp ? "fraglist UDP" : "fraglist TCP")
-                                                : (a->udp ? "UDP" : "TCP"), e->ng_swap) < 0) {
+                                                : (a->udp ? "UDP" : "TCP"),
+                             FLUSH_NAMES[reason], e->ng_swap) < 0) {
                 PyErr_Clear();
                 e->error = 1;
             }

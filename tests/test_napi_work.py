@@ -111,3 +111,39 @@ def test_budget_ends_counted():
     assert st.to_dict()["poll_ends"]["budget"] == 2
     _, st = merge_packets(segs, napi_budget=2)
     assert st.to_dict()["poll_ends"]["budget"] == 2
+
+
+def test_pcapng_annotation_names_why_each_aggregate_ended():
+    # two polls of three segments (30 µs apart: the work model ends the
+    # first at an empty queue), the last with PSH; compiled and reference
+    # write the same comment
+    import io
+    import os
+    from pcapgro.capture.pcapng import PcapngReader
+    from pcapgro.forward import input_gso
+    from pcapgro.jobs import merge
+    from pcapgro.record import Packet
+    from pcapgro.restore import recorded_gso_size
+    from test_gro_cfast import _pcap
+    segs = _segs(6)
+    for k, p in enumerate(segs):
+        p.ts = 10**15 + k * US + (30 * US if k >= 3 else 0)
+    last = bytearray(segs[-1].data)
+    last[14 + 20 + 13] |= 0x08                                     # PSH
+    segs[-1] = Packet(segs[-1].ts, bytes(last), len(last))
+    src = _pcap(segs)
+    notes = []
+    for no_c in ("", "1"):
+        os.environ["PCAPGRO_NO_C"] = no_c
+        try:
+            b = io.BytesIO()
+            merge(io.BytesIO(src), b, out_format="pcapng", poll_model="work",
+                  no_verify_csum=True)
+        finally:
+            os.environ.pop("PCAPGRO_NO_C")
+        out = [e for e in PcapngReader(io.BytesIO(b.getvalue())) if type(e) is Packet]
+        notes.append([e.meta.comments[0] for e in out])
+        assert [recorded_gso_size(e.meta) for e in out] == [100, 100]
+        assert [input_gso(e.meta).gso_segs for e in out] == [3, 3]
+    assert notes[0] == notes[1]
+    assert [n.rsplit(", ", 1)[1] for n in notes[0]] == ["ended by poll_end", "ended by psh"]
