@@ -397,7 +397,7 @@ class GROEngine(NAPI):
                         in_poll = 0
                     else:
                         d = t - last_ts
-                        if flows and lo - 1 <= d <= hi + 1:
+                        if flows and lo < d <= hi:
                             stats.count_moves(*gap_moves(d))
                         if d > gap:
                             if flows:

@@ -128,14 +128,17 @@ class PollShifts:
             x2 = now.symmetric_difference(i for i, _ in self.clocks[0].ends(ts))
             xh = now.symmetric_difference(i for i, _ in self.clocks[1].ends(ts))
             return [(i, i in x2, i in xh) for i in sorted(x2 | xh)]
+        # only a gap between 2 * gap and gap >> 1 can move (either order:
+        # a negative gap reverses them)
+        lo, hi = sorted(self.gaps[1:])
+        near = [i for i in range(1, len(ts)) if lo < ts[i] - ts[i - 1] <= hi]
+        if last is not None and ts and lo < ts[0] - last <= hi:
+            near.insert(0, 0)
         out = []
-        prev = last
-        for i, t in enumerate(ts):
-            if prev is not None:
-                m2, mh = self.gap_moves(t - prev)
-                if m2 or mh:
-                    out.append((i, m2, mh))
-            prev = t
+        for i in near:
+            m2, mh = self.gap_moves(ts[i] - (ts[i - 1] if i else last))
+            if m2 or mh:
+                out.append((i, m2, mh))
         return out
 
     def gap_moves(self, d):
