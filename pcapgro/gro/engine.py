@@ -236,8 +236,9 @@ class GROEngine(NAPI):
         Packets): the compiled core takes records in place as far as it
         goes (laid out as :func:`cfast.layout` says), whenever this engine
         holds nothing; what it holds when it stops is handed over and the
-        reference path goes on up to a poll end (a gap: every held packet
-        is then completed), where the core may start again."""
+        reference path goes on up to a poll start (a gap, or one the work
+        model's clock finds: :meth:`_poll_starts`; every held packet is
+        then completed), where the core may start again."""
         n = len(lb)
         if not n:
             return

@@ -15,7 +15,11 @@ delivery is done, without a wake-up delay.
 
 Boundaries depend on arrival times only (delivery cost is charged per
 packet taken, not per aggregate made), so they are computed ahead of GRO
-and the same for every path.
+and the same for every path: the compiled loop runs the same clock
+(``_native.c`` work_clock), its state handed to it and back with each run.
+
+:class:`PollShifts` says where the boundaries would move with the timing
+off by a factor of two (the statistics' ``poll_ends.would_move``).
 """
 
 from .flush import Flush
