@@ -639,10 +639,10 @@ static void poll_end(Engine *e, int64_t last, int64_t next)
 
 /* The work model's clock (napi.py PollClock.ends, one packet): the
  * packet at t joins the open poll when it has arrived by the time the poll
- * gets to it (clk_now), each packet costing poll_rx_ns of receive work;
+ * gets to it (now), each packet costing poll_rx_ns of receive work;
  * else the poll ended on an empty queue (napi_complete_done) and its
  * delivery (gro_normal_batch: deliver_ns + deliver_seg_ns per packet)
- * keeps the receiver busy until clk_free; a poll that took budget packets
+ * keeps the receiver busy until free; a poll that took budget packets
  * ends for that (__napi_poll) and the next goes on after its delivery.  A
  * new poll starts poll_wake_ns after a packet finds the device idle
  * (veth_poll scheduled), or right when the delivery is done if the packet
