@@ -209,7 +209,8 @@ static int ng_position(sbuf *opts, sbuf *txt, long long idx, long long ts, int s
 }
 
 /* The options of an aggregate of standard GRO (proto "TCP" or "UDP") from a classic pcap
- * input (no metadata of its own): annotate.aggregate's comment, the
+ * input (no metadata of its own): annotate.aggregate's comment (ending
+ * ", ended by" the flush reason ended), the
  * restore record (restore.encode_rows: i= t= of the first packet, h= its
  * payload length and its header's diffs against the written header hdr, s=
  * rows, k= the CRC-32 of the text and hdr), epb_flags with the TSO bit.
@@ -218,12 +219,13 @@ static int ng_position(sbuf *opts, sbuf *txt, long long idx, long long ts, int s
 static int ng_aggregate(sbuf *opts, sbuf *txt, uint32_t count, uint32_t mss, long long i0,
                         long long t0, uint32_t head_L, const uint8_t *h0, Py_ssize_t h0n,
                         const uint8_t *hdr, Py_ssize_t hn, const sbuf *rows,
-                        const char *proto, int swap)
+                        const char *proto, const char *ended, int swap)
 {
     opts->n = txt->n = 0;
     if (sb_str(txt, "pcapgro: GRO aggregate (") < 0 || sb_str(txt, proto) < 0
             || sb_str(txt, ") of ") < 0 || sb_ll(txt, count, 0) < 0
             || sb_str(txt, " segments, gso_size ") < 0 || sb_ll(txt, mss, 0) < 0
+            || sb_str(txt, ", ended by ") < 0 || sb_str(txt, ended) < 0
             || ng_option(opts, OPT_COMMENT, txt->p, txt->n, swap) < 0)
         return -1;
     txt->n = 0;

@@ -53,12 +53,19 @@
  *                        tcp_gro_receive / udp_gro_receive_segment (rx-gro-list:
  *                        the whole flag word, ip_summed, 64 packets, 65536
  *                        bytes with every header; checksum of the first kept)
- * and the NAPI model of engine.py (the gap model): a poll ends at an
- * arrival gap > poll_gap_ns, or after napi_budget packets (__napi_poll:
- * the budget flush, old packets only when hz >= 1000); at a poll end every
- * held packet is completed, bucket 0..7, oldest first, or with
- * gro_flush_timeout only those from an older jiffy, the rest when the
- * timer fires before the next packet (napi_complete_done).
+ * and the NAPI models of engine.py: the gap model (a poll ends at an
+ * arrival gap > poll_gap_ns, or after napi_budget packets) or the work
+ * model (gro/napi.py PollClock: work_clock, its state carried to and from
+ * the Python engine with each run; net/core/dev.c __napi_poll,
+ * napi_complete_done, drivers/net/veth.c veth_poll, the delivery of the
+ * gro_normal_batch list); at a budget end (__napi_poll) the budget flush,
+ * old packets only when hz >= 1000; at a poll end every held packet is
+ * completed, bucket 0..7, oldest first, or with gro_flush_timeout only
+ * those from an older jiffy, the rest when the timer fires before the
+ * next packet (napi_complete_done).  Poll ends that find packets held are
+ * counted by their arrival gap, and packets where a poll start would move
+ * with the timing x2 / x0.5 (napi.py PollShifts: two more clocks, or the
+ * gap doubled and halved) while packets are held (timing_stats()).
  *
  * A record is handled here when: captured == original length (an EPB:
  * no options, the chunk's interface, a time the output holds), Ethernet
@@ -173,6 +180,20 @@ typedef struct {
     sbuf rows;              /* annotated: the restore record's s= rows so far */
 } Agg;
 
+/* the work poll model's clock (pcapgro/gro/napi.py PollClock): costs
+ * poll_wake_ns, poll_rx_ns, deliver_ns, deliver_seg_ns; a poll is open,
+ * done with its packets so far at now, took n packets; the last delivery
+ * ends at free (has_free) */
+typedef struct {
+    int open, has_free;
+    int64_t now, n, free;
+    int64_t poll_wake_ns, poll_rx_ns, deliver_ns, deliver_seg_ns;
+} Clock;
+
+/* poll ends by their arrival gap (napi.py gap_bucket): < 1 us, then
+ * [2**(k-1), 2**k) us for k = 1..10, then 1024 us and more */
+#define GAP_BUCKETS 12
+
 typedef struct {
     PyObject_HEAD
     Agg aggs[MAXHELD];
@@ -194,6 +215,13 @@ typedef struct {
      * when budget_old: hz >= 1000), packets taken by the current poll */
     int64_t timeout, budget, in_poll;
     int budget_old;
+    /* the work poll model (poll_model 'work'; pcapgro/gro/napi.py
+     * PollClock, whose state goes to and back with each run), and where
+     * poll starts would move with the timing x2 / x0.5 (PollShifts) */
+    int work;
+    Clock clk[3];           /* the model's, then with costs x2 and x0.5 */
+    /* the gap model's poll gap doubled and halved (saturated) */
+    int64_t gap2, gaph;
     /* pcapng output (else classic pcap records): EPBs on interface
      * ng_iface in the byte order ng_swap says, timestamps in units of
      * ng_div ns from ng_off; annotate: comments, flags, restore records */
@@ -210,6 +238,7 @@ typedef struct {
     int out_fixed;          /* output() set swap / mul: not the input's */
     sbuf opts, txt;         /* scratch: one record's options and text */
     /* statistics since the last stats() */
+    uint64_t poll_gaps[GAP_BUCKETS], budget_ends, moved2, movedh;
     uint64_t flush[F_N], pass[P_N], verified, seed, singles, aggregates, segs;
     uint64_t kind_aggs[K_N], kind_segs[K_N];  /* aggregates, segs by kind */
     uint32_t *hist;
@@ -474,7 +503,8 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
             if (ng_aggregate(&e->opts, &e->txt, a->count, a->mss, (long long)a->head_idx,
                              (long long)a->head_ts, a->head_L, a->hdr, a->hlen, hdr, a->hlen,
                              &a->rows, a->flist ? (a->udp ? "fraglist UDP" : "fraglist TCP")
-                                                : (a->udp ? "UDP" : "TCP"), e->ng_swap) < 0) {
+                                                : (a->udp ? "UDP" : "TCP"),
+                             FLUSH_NAMES[reason], e->ng_swap) < 0) {
                 PyErr_Clear();
                 e->error = 1;
             }
@@ -607,24 +637,115 @@ static void poll_end(Engine *e, int64_t last, int64_t next)
         flush_all(e, F_FLUSH_TIMEOUT, last + e->timeout);
 }
 
+/* The work model's clock (napi.py PollClock.ends, one packet): the
+ * packet at t joins the open poll when it has arrived by the time the poll
+ * gets to it (now), each packet costing poll_rx_ns of receive work;
+ * else the poll ended on an empty queue (napi_complete_done) and its
+ * delivery (gro_normal_batch: deliver_ns + deliver_seg_ns per packet)
+ * keeps the receiver busy until free; a poll that took budget packets
+ * ends for that (__napi_poll) and the next goes on after its delivery.  A
+ * new poll starts poll_wake_ns after a packet finds the device idle
+ * (veth_poll scheduled), or right when the delivery is done if the packet
+ * waited for it.  Returns F_POLL_END or F_BUDGET when the packet at t
+ * starts a poll after another ended, else -1. */
+static int work_clock(Clock *c, int64_t budget, int64_t t)
+{
+    int reason = -1;
+    if (c->open) {
+        if (budget && c->n >= budget) {
+            int64_t done = c->now + c->deliver_ns + c->deliver_seg_ns * c->n;
+            c->now = (done > t ? done : t) + c->poll_rx_ns;
+            c->n = 1;
+            return F_BUDGET;
+        }
+        if (t <= c->now) {
+            c->now += c->poll_rx_ns;
+            c->n++;
+            return -1;
+        }
+        reason = F_POLL_END;
+        c->free = c->now + c->deliver_ns + c->deliver_seg_ns * c->n;
+        c->has_free = 1;
+    }
+    int64_t start = c->has_free && t <= c->free ? c->free : t + c->poll_wake_ns;
+    c->now = start + c->poll_rx_ns;
+    c->n = 1;
+    c->open = 1;
+    return reason;
+}
+
+/* napi.py gap_bucket: the poll_gaps bucket of an arrival gap of d ns */
+static int gap_bucket(int64_t d)
+{
+    int64_t us = d / 1000;
+    if (us <= 0)
+        return 0;
+    int k = 64 - __builtin_clzll((unsigned long long)us);
+    return k < GAP_BUCKETS - 1 ? k : GAP_BUCKETS - 1;
+}
+
+/* A poll end while packets are held (engine.py _poll_boundary): the
+ * budget flush (__napi_poll; old-only when hz >= 1000) or
+ * napi_complete_done's (poll_end), counted with its arrival gap */
+static void end_poll(Engine *e, int reason, int64_t ts)
+{
+    if (reason == F_BUDGET) {
+        e->budget_ends++;
+        if (e->budget_old)
+            flush_old(e, F_BUDGET, e->last_ts);
+        else
+            flush_all(e, F_BUDGET, e->last_ts);
+        return;
+    }
+    e->poll_gaps[gap_bucket(ts - e->last_ts)]++;
+    poll_end(e, e->last_ts, ts);
+}
+
+/* Before the packet at ts under the work model (engine.py _polls): the
+ * poll end work_clock finds, and where the clocks with costs x2 and x0.5
+ * disagree with it while packets are held (napi.py PollShifts) */
+static void work_boundary(Engine *e, int64_t ts)
+{
+    int reason = work_clock(&e->clk[0], e->budget, ts);
+    int r2 = work_clock(&e->clk[1], e->budget, ts);
+    int rh = work_clock(&e->clk[2], e->budget, ts);
+    if (!e->nheld)
+        return;
+    e->moved2 += (reason < 0) != (r2 < 0);
+    e->movedh += (reason < 0) != (rh < 0);
+    if (reason >= 0)
+        end_poll(e, reason, ts);
+}
+
 /* Before the packet at ts: does a NAPI poll end there (engine.py
- * _loop_budget, _polls)?  After budget packets (__napi_poll: the budget
- * flush, old-only when hz >= 1000), else at an arrival gap over
- * poll_gap_ns (napi_complete_done); in_poll counts the new poll's packets
- * from 0 then (only with a budget, as the Python engine counts) */
+ * _loop_budget, _polls)?  The work model: work_boundary.  The gap model:
+ * after budget packets (__napi_poll: the budget flush, old-only when
+ * hz >= 1000), else at an arrival gap over poll_gap_ns
+ * (napi_complete_done); in_poll counts the new poll's packets from 0 then
+ * (only with a budget, as the Python engine counts) */
 static void poll_boundary(Engine *e, int64_t ts)
 {
+    if (e->work) {
+        work_boundary(e, ts);
+        return;
+    }
     if (!e->have_last)
         return;
     if (e->budget && e->in_poll == e->budget) {
-        if (e->nheld && e->budget_old)
-            flush_old(e, F_BUDGET, e->last_ts);
-        else if (e->nheld)
-            flush_all(e, F_BUDGET, e->last_ts);
-        e->in_poll = 0;
-    } else if (ts - e->last_ts > e->gap) {
         if (e->nheld)
-            poll_end(e, e->last_ts, ts);
+            end_poll(e, F_BUDGET, ts);
+        e->in_poll = 0;
+        return;
+    }
+    int64_t d = ts - e->last_ts;
+    int end = d > e->gap;
+    if (e->nheld) {
+        e->moved2 += end != (d > e->gap2);
+        e->movedh += end != (d > e->gaph);
+    }
+    if (end) {
+        if (e->nheld)
+            end_poll(e, F_POLL_END, ts);
         e->in_poll = 0;
     }
 }
@@ -947,19 +1068,36 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"limit", "poll_gap_ns", "jiffy_ns", "verify", "csum_valid",
                              "hash_flow", "vlan", "pcapng", "pcapng_swap", "pcapng_div",
                              "annotate", "udp_gro", "fraglist", "gro_flush_timeout", "napi_budget",
-                             "budget_old_only", "local_ports", NULL};
+                             "budget_old_only", "local_ports", "poll_work", "poll_wake_ns",
+                             "poll_rx_ns", "deliver_ns", "deliver_seg_ns", NULL};
     unsigned long limit;
     long long gap, jiffy, ng_div = 1;
     int verify, csum_valid, hash_flow, vlan = 0, ng = 0, ng_swap = 0, annotate = 0;
-    int udp_gro = 0, fraglist = 0, budget_old = 0;
-    long long timeout = 0, budget = 0;
+    int udp_gro = 0, fraglist = 0, budget_old = 0, work = 0;
+    long long timeout = 0, budget = 0, wake = 0, rx = 0, dp = 0, ds = 0;
     const char *local = NULL;
     Py_ssize_t nlocal = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLpppLLpy#", kwlist, &limit, &gap,
-                                     &jiffy, &verify, &csum_valid, &hash_flow, &vlan, &ng,
-                                     &ng_swap, &ng_div, &annotate, &udp_gro, &fraglist,
-                                     &timeout, &budget, &budget_old, &local, &nlocal))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLpppLLpy#pLLLL", kwlist, &limit,
+                                     &gap, &jiffy, &verify, &csum_valid, &hash_flow, &vlan,
+                                     &ng, &ng_swap, &ng_div, &annotate, &udp_gro, &fraglist,
+                                     &timeout, &budget, &budget_old, &local, &nlocal, &work,
+                                     &wake, &rx, &dp, &ds))
         return -1;
+    /* cfast.usable keeps the costs under 2**30 ns: the clock stays within
+     * int64 for any capture time */
+    if (wake < 0 || rx < 0 || dp < 0 || ds < 0 || wake >= 1LL << 30 || rx >= 1LL << 30
+        || dp >= 1LL << 30 || ds >= 1LL << 30) {
+        PyErr_SetString(PyExc_ValueError, "work model costs: 0 .. 2**30 - 1 ns");
+        return -1;
+    }
+    e->work = work;
+    /* napi.py PollClock(cfg, scale): int(cost * scale) */
+    static const int num[3] = {1, 2, 1}, den[3] = {1, 1, 2};
+    for (int k = 0; k < 3; k++)
+        e->clk[k] = (Clock){.poll_wake_ns = wake * num[k] / den[k],
+                            .poll_rx_ns = rx * num[k] / den[k],
+                            .deliver_ns = dp * num[k] / den[k],
+                            .deliver_seg_ns = ds * num[k] / den[k]};
     if (nlocal && nlocal != sizeof e->local) {
         PyErr_SetString(PyExc_ValueError, "local_ports: a bit set of 65536 ports");
         return -1;
@@ -988,6 +1126,10 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
     e->annotate = ng && annotate;     /* classic pcap holds no comments */
     e->limit = (uint32_t)limit;
     e->gap = gap;
+    /* napi.py PollShifts: 2 * gap (saturated: cfast keeps gap within
+     * +-2**62), gap >> 1 (arithmetic, as Python's) */
+    e->gap2 = gap > INT64_MAX / 2 ? INT64_MAX : gap < INT64_MIN / 2 ? INT64_MIN : gap * 2;
+    e->gaph = gap >= 0 ? gap / 2 : -((-gap + 1) / 2);
     e->jiffy = jiffy;
     e->verify = verify;
     e->csum_valid = csum_valid;
@@ -1426,7 +1568,7 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
         poll_boundary(e, ts);
         e->have_last = 1;
         e->last_ts = ts;
-        e->in_poll += e->budget != 0;
+        e->in_poll += e->budget != 0 && !e->work;
         seg_fields(&g);
         receive(e, &g, ts, base + i);
         if (e->error)
@@ -1609,6 +1751,79 @@ static int Engine_set_in_poll(Engine *e, PyObject *v, void *closure)
     return 0;
 }
 
+/* one Clock's state as PollClock's (open, now, n, free or None) */
+static PyObject *clock_state(const Clock *c)
+{
+    if (!c->has_free)
+        return Py_BuildValue("(OLLO)", c->open ? Py_True : Py_False, (long long)c->now,
+                             (long long)c->n, Py_None);
+    return Py_BuildValue("(OLLL)", c->open ? Py_True : Py_False, (long long)c->now,
+                         (long long)c->n, (long long)c->free);
+}
+
+static int clock_set(Clock *c, PyObject *v)
+{
+    PyObject *open, *free;
+    long long now, n, fr = 0;
+    if (!PyArg_ParseTuple(v, "OLLO", &open, &now, &n, &free))
+        return -1;
+    if (free != Py_None) {
+        fr = PyLong_AsLongLong(free);
+        if (fr == -1 && PyErr_Occurred())
+            return -1;
+    }
+    int is_open = PyObject_IsTrue(open);
+    if (is_open < 0)
+        return -1;
+    c->open = is_open;
+    c->now = now;
+    c->n = n;
+    c->has_free = free != Py_None;
+    c->free = fr;
+    return 0;
+}
+
+/* clocks: the work model's clock and those with costs x2 and x0.5
+ * (engine.py _clock, PollShifts.clocks), each as clock_state, given before
+ * run() and read after it */
+static PyObject *Engine_get_clocks(Engine *e, void *closure)
+{
+    return Py_BuildValue("(NNN)", clock_state(&e->clk[0]), clock_state(&e->clk[1]),
+                         clock_state(&e->clk[2]));
+}
+
+static int Engine_set_clocks(Engine *e, PyObject *v, void *closure)
+{
+    if (!v || !PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 3) {
+        PyErr_SetString(PyExc_TypeError, "clocks: a tuple of three clock states");
+        return -1;
+    }
+    Clock c[3];
+    memcpy(c, e->clk, sizeof c);
+    for (int k = 0; k < 3; k++)
+        if (clock_set(&c[k], PyTuple_GET_ITEM(v, k)) < 0)
+            return -1;
+    memcpy(e->clk, c, sizeof c);
+    return 0;
+}
+
+/* timing_stats() -> (poll ends by gap bucket, budget ends, moved x2, moved
+ * x0.5) since the last call (GROStats.poll_gaps, budget_ends, moved);
+ * resets */
+static PyObject *Engine_timing_stats(Engine *e, PyObject *unused)
+{
+    PyObject *g = PyTuple_New(GAP_BUCKETS);
+    if (!g)
+        return NULL;
+    for (int k = 0; k < GAP_BUCKETS; k++)
+        PyTuple_SET_ITEM(g, k, PyLong_FromUnsignedLongLong(e->poll_gaps[k]));
+    PyObject *r = Py_BuildValue("NKKK", g, (unsigned long long)e->budget_ends,
+                                (unsigned long long)e->moved2, (unsigned long long)e->movedh);
+    memset(e->poll_gaps, 0, sizeof e->poll_gaps);
+    e->budget_ends = e->moved2 = e->movedh = 0;
+    return r;
+}
+
 static PyMethodDef Engine_methods[] = {
     {"run", (PyCFunction)Engine_run, METH_VARARGS,
      "run(buf, recs, start, base, mul, swap, last_ts, have_last, last_out_ts[, linktype, "
@@ -1625,6 +1840,9 @@ static PyMethodDef Engine_methods[] = {
     {"stats", (PyCFunction)Engine_stats, METH_NOARGS,
      "stats() -> (flush, passed, verified, seed, singles, aggregates, segments, hist, "
      "aggregates by kind, segments by kind); resets"},
+    {"timing_stats", (PyCFunction)Engine_timing_stats, METH_NOARGS,
+     "timing_stats() -> (poll ends by gap bucket, budget ends, moved x2, moved x0.5); "
+     "resets"},
     {"release", (PyCFunction)Engine_release, METH_NOARGS,
      "release() -> the held aggregates as tuples, bucket order; holds nothing after"},
     {NULL}
@@ -1634,6 +1852,9 @@ static PyGetSetDef Engine_getset[] = {
     {"held", (getter)Engine_held, NULL, "number of held packets", NULL},
     {"in_poll", (getter)Engine_get_in_poll, (setter)Engine_set_in_poll,
      "packets taken by the current NAPI poll (counted with a budget)", NULL},
+    {"clocks", (getter)Engine_get_clocks, (setter)Engine_set_clocks,
+     "the work model's clock and those with costs x2 and x0.5: three (open, now, n, free "
+     "or None), as PollClock's", NULL},
     {NULL}
 };
 

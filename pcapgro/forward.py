@@ -261,7 +261,8 @@ def _strip(meta):
     return _restore.strip_own(meta, True)
 
 
-_AGG_NOTE = re.compile(r"\((fraglist )?(TCP|UDP)\) of ([0-9]+) segments, gso_size ([0-9]{1,5})$")
+_AGG_NOTE = re.compile(r"\((fraglist )?(TCP|UDP)\) of ([0-9]+) segments, gso_size ([0-9]{1,5})"
+                       r"(?:, ended by [a-z0-9_]+)?$")
 
 
 def input_gso(meta):

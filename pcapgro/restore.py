@@ -260,7 +260,8 @@ def _hex(v, empty=False):
     return bytes.fromhex(v)
 
 
-_GSO_SIZE = re.compile(r", gso_size ([0-9]{1,5})$")
+# (", ended by REASON" since issue 21; earlier merges wrote none)
+_GSO_SIZE = re.compile(r", gso_size ([0-9]{1,5})(?:, ended by [a-z0-9_]+)?$")
 
 
 def recorded_gso_size(meta):

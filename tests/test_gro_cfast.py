@@ -18,6 +18,7 @@ import io
 import random
 import struct
 import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -26,10 +27,11 @@ from pcapgro import pipeline
 from pcapgro.capture import _stream
 from pcapgro.capture.pcap import PcapReader, PcapWriter
 from pcapgro.gro import GROConfig, GROEngine, cfast
+from pcapgro.gro.napi import PollClock
 from pcapgro.record import Interface, Packet, Section
 
-from pktbuild import (ACK, CWR, FIN, PSH, RST, SYN, URG, Flow, dstopts, frag6, hbh, parse,
-                      routing, ts_option)
+from pktbuild import (ACK, CWR, FIN, PSH, RST, SYN, URG, Flow, arp_frame, dstopts, frag6, hbh,
+                      parse, routing, ts_option)
 from test_gro_plan import traffic
 
 pytestmark = pytest.mark.skipif(not cfast.available(),
@@ -1246,3 +1248,126 @@ def test_fraglist_with_local_ports_stays_in_the_compiled_loop(udp):
     kinds = st["by_kind"]
     assert kinds["tcp"]["aggregates"] > 0 and kinds["tcp_fraglist"]["aggregates"] > 0
     assert kinds["udp" if udp == "gro" else "udp_fraglist"]["aggregates"] > 0
+
+
+# ---- issue 21: the work poll model (pcapgro.gro.napi.PollClock) in the loop
+
+# the defaults; short costs (polls end on nearly every gap); long ones (a
+# poll takes most of what follows, deliveries queue packets); with a
+# budget, old-only (hz 1000) or not; with gro_flush_timeout
+WORK = [dict(poll_model="work"),
+        dict(poll_model="work", poll_wake_ns=100, poll_rx_ns=300, deliver_ns=500,
+             deliver_seg_ns=50),
+        dict(poll_model="work", poll_wake_ns=50_000, poll_rx_ns=20_000, deliver_ns=300_000,
+             deliver_seg_ns=10_000),
+        dict(poll_model="work", napi_budget=5, hz=1000),
+        dict(poll_model="work", napi_budget=64, poll_rx_ns=30_000),
+        dict(poll_model="work", gro_flush_timeout=1_000_000, hz=1000),
+        dict(poll_model="work", napi_budget=7, gro_flush_timeout=20_000, fraglist=True)]
+
+
+def test_work_model_is_the_loops():
+    assert cfast.usable(GROConfig(annotate=False, poll_model="work"))
+    # costs the loop's int64 clock could not hold: the reference path
+    assert not cfast.usable(GROConfig(poll_model="work", deliver_seg_ns=cfast.WORK_COST_END))
+
+
+@pytest.mark.parametrize("wi", range(len(WORK)))
+@pytest.mark.parametrize("n_flows", [1, 5])
+def test_compiled_work_model_matches_python(n_flows, wi):
+    # same boundaries, reasons and state across chunks and hand-overs
+    # (rule_traffic hands over mid-poll: IPv4 options, fragments, ...)
+    assert check(rule_traffic(n_flows * 13 + wi, n_flows, 1500, p6=0.3, shapes=True), 9000,
+                 **WORK[wi]) > 0
+    assert check(traffic(n_flows * 5 + wi, n_flows, 1500), 1 << 15, **WORK[wi]) > 0
+
+
+@pytest.mark.parametrize("wi", [0, 2, 3])
+def test_compiled_work_model_udp_and_pcapng_output(wi):
+    cfg = dict(WORK[wi], udp="gro")
+    assert check(udp_traffic(wi, 4, 1500), 9000, **cfg) > 0
+    data = _pcap(rule_traffic(wi + 3, 4, 1500, p6=0.3, shapes=True))
+    for chunk in (1 << 22, 9000):
+        c_out, c_st, blocks = run_ng(data, True, chunk, True, **WORK[wi])
+        assert blocks > 0
+        assert (c_out, c_st) == run_ng(data, False, chunk, True, **WORK[wi])[:2]
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), wi=st.integers(0, len(WORK) - 1),
+       chunk=st.sampled_from([2000, 9000, 1 << 20]))
+def test_compiled_work_model_random(seed, wi, chunk):
+    check(rule_traffic(seed, 1 + seed % 9, 500, us=bool(seed & 1)), chunk, **WORK[wi])
+
+
+@pytest.mark.parametrize("wi", [0, 3, 5])
+def test_work_model_stays_in_the_compiled_loop(wi):
+    # bulk polls 2 ms apart: no hand-over, one run per chunk, and the
+    # engine's PollClock is where the clock of the whole input would be
+    pkts = _bulk(2000, gap_every=150)
+    data = _pcap(pkts)
+    for chunk in (1 << 22, 20000):
+        out, st, runs, pys = _calls(data, chunk, **WORK[wi])
+        assert pys == 0 and runs == (1 if chunk > len(data) else len(data) // chunk + 1)
+        assert (out, st) == run(data, False, chunk, **WORK[wi])[:2]
+    fl = st["flush_reasons"]
+    assert fl.get("poll_end", 0) + fl.get("flush_timeout", 0) > 0
+    eng = GROEngine(GROConfig(annotate=False, **WORK[wi]))
+    eng.raw_out = True
+    with tempfile.TemporaryFile() as f:
+        pipeline.run(PcapReader(io.BytesIO(data)), PcapWriter(f), eng.process)
+    whole = PollClock(eng.cfg)
+    whole.ends([p.ts for p in pkts])
+    c = eng._clock
+    assert (c.open, c.now, c.n, c.free) == (whole.open, whole.now, whole.n, whole.free)
+
+
+@pytest.mark.parametrize("wi", [0, 1, 3, 5])
+def test_work_model_hand_overs_mid_poll(wi):
+    # segments with IPv4 options and ARP frames (the Python engine's) inside
+    # polls of bulk segments: the Python engine takes them with the clock
+    # where the loop left it, the loop takes over again at a poll start
+    pkts = _bulk(3000, gap_every=150, gap=1_500_000)
+    for k in range(100, len(pkts), 350):
+        p = pkts[k]
+        if (k // 350) % 2:
+            q = Flow(4, src="10.77.0.1", ipid="inc").pkt(k, 100, ACK, ts=p.ts,
+                                                          ip_options=IPOPT)
+        else:
+            q = Packet(p.ts, arp_frame(), 60, 0, 1)
+        pkts[k] = q
+    data = _pcap(pkts)
+    for chunk in (1 << 22, 30000):
+        out, st, runs, pys = _calls(data, chunk, **WORK[wi])
+        assert pys >= 1 and runs >= 2
+        assert (out, st) == run(data, False, chunk, **WORK[wi])[:2]
+    assert general(pkts, **WORK[wi]) == (out, st)
+
+
+KERNEL_WIRE = sorted((Path(__file__).parent / "data" / "kernel").glob("*-wire.pcap")) + sorted(
+    (Path(__file__).parent / "captures" / "napi").glob("*-wire.pcap"))
+
+
+@pytest.mark.parametrize("wire", KERNEL_WIRE, ids=lambda p: p.name)
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_work_model_kernel_captures_in_the_compiled_loop(wire, fmt, monkeypatch):
+    # the real captures (classic pcap and pcapng): every packet in the
+    # loop, output and statistics as the reference path's
+    from pcapgro.gro.engine import GROEngine as E
+    from pcapgro.jobs import merge
+    pys = []
+    orig = E._chunk_py
+    monkeypatch.setattr(E, "_chunk_py", lambda self, lb: (pys.append(len(lb)), orig(self, lb)))
+    opts = dict(poll_model="work", csum="kernel", udp="gro",
+                fraglist="fraglist" in wire.name)
+    outs = []
+    for no_c in ("", "1"):
+        monkeypatch.setenv("PCAPGRO_NO_C", no_c)
+        b = io.BytesIO()
+        rep = merge(str(wire), b, out_format=fmt, **opts)
+        outs.append((b.getvalue(), dict(rep)))
+        if not no_c:
+            assert not pys
+    assert outs[0] == outs[1]
+    # issue 21.2: the timing-made ends are counted (the same in both paths)
+    assert outs[0][1]["gro"]["poll_ends"]["poll_end"] > 0

@@ -71,3 +71,79 @@ def test_udp_one_per_send_kernel_captures():
 def test_tcp_app_limited_kernel_capture():
     w, r = NAPI / "tcp-app-200B-100us-wire.pcap", NAPI / "tcp-app-200B-100us-gro.pcap"
     assert measure(w, r, poll_model="work").exact
+
+
+# ---- issue 21 item 2: timing-made boundaries in the statistics
+
+def test_gap_buckets():
+    from pcapgro.gro.napi import gap_bucket, gap_label
+    assert [gap_bucket(d) for d in (-5, 0, 999, 1000, 1999, 2000, 30 * US, 1023 * US,
+                                    1024 * US, 10**9)] == [0, 0, 0, 1, 1, 2, 5, 10, 11, 11]
+    assert [gap_label(k) for k in (0, 1, 5, 11)] == ["<1", "1-2", "16-32", ">=1024"]
+
+
+def test_poll_ends_counted_with_their_gap():
+    # three segments 30 µs apart: the work model ends two polls, each
+    # after a gap of 16-32 µs; doubling or halving its costs still ends
+    # them there
+    segs = _segs(3)
+    for k, p in enumerate(segs):
+        p.ts = 30 * US * k
+    _, st = merge_packets(segs, poll_model="work")
+    pe = st.to_dict()["poll_ends"]
+    assert pe == {"poll_end": 2, "budget": 0, "gaps_us": {"16-32": 2},
+                  "would_move": {"x2": 0, "x0.5": 0}}
+    # the gap model at 40 µs: no poll end, but at 20 µs both gaps would
+    # end one (while a segment is held)
+    out, st = merge_packets(segs, poll_gap=40 * US)
+    assert len(out) == 1
+    assert st.to_dict()["poll_ends"] == {"poll_end": 0, "budget": 0, "gaps_us": {},
+                                         "would_move": {"x2": 0, "x0.5": 2}}
+    # at 25 µs: both end polls, and at 50 µs neither would
+    _, st = merge_packets(segs, poll_gap=25 * US)
+    assert st.to_dict()["poll_ends"]["would_move"] == {"x2": 2, "x0.5": 0}
+    assert "poll ends:" in " ".join(st.table())
+
+
+def test_budget_ends_counted():
+    segs = _segs(6)
+    _, st = merge_packets(segs, poll_model="work", napi_budget=2)
+    assert st.to_dict()["poll_ends"]["budget"] == 2
+    _, st = merge_packets(segs, napi_budget=2)
+    assert st.to_dict()["poll_ends"]["budget"] == 2
+
+
+def test_pcapng_annotation_names_why_each_aggregate_ended():
+    # two polls of three segments (30 µs apart: the work model ends the
+    # first at an empty queue), the last with PSH; compiled and reference
+    # write the same comment
+    import io
+    import os
+    from pcapgro.capture.pcapng import PcapngReader
+    from pcapgro.forward import input_gso
+    from pcapgro.jobs import merge
+    from pcapgro.record import Packet
+    from pcapgro.restore import recorded_gso_size
+    from test_gro_cfast import _pcap
+    segs = _segs(6)
+    for k, p in enumerate(segs):
+        p.ts = 10**15 + k * US + (30 * US if k >= 3 else 0)
+    last = bytearray(segs[-1].data)
+    last[14 + 20 + 13] |= 0x08                                     # PSH
+    segs[-1] = Packet(segs[-1].ts, bytes(last), len(last))
+    src = _pcap(segs)
+    notes = []
+    for no_c in ("", "1"):
+        os.environ["PCAPGRO_NO_C"] = no_c
+        try:
+            b = io.BytesIO()
+            merge(io.BytesIO(src), b, out_format="pcapng", poll_model="work",
+                  no_verify_csum=True)
+        finally:
+            os.environ.pop("PCAPGRO_NO_C")
+        out = [e for e in PcapngReader(io.BytesIO(b.getvalue())) if type(e) is Packet]
+        notes.append([e.meta.comments[0] for e in out])
+        assert [recorded_gso_size(e.meta) for e in out] == [100, 100]
+        assert [input_gso(e.meta).gso_segs for e in out] == [3, 3]
+    assert notes[0] == notes[1]
+    assert [n.rsplit(", ", 1)[1] for n in notes[0]] == ["ended by poll_end", "ended by psh"]

@@ -52,11 +52,14 @@ def aggregate(old, hdr, agg, proto, cut):
     (bytes), its head's PacketMeta being ``old`` (or None): the head's
     comments, options and flags, plus the aggregate comment (``proto``:
     "TCP" / "UDP"), flag bit 11 and, unless the snaplen ``cut`` a segment
-    (no exact record possible), the restore record."""
+    (no exact record possible), the restore record.  The comment ends
+    with the reason the aggregate was completed for (``agg.ended``)."""
     comments = list(old.comments) if old is not None else []
     kind = "fraglist " if agg.flist else ""
+    # why it ended: a named rule (a Flush reason) or a poll end (poll_end,
+    # budget, flush_timeout: timing-made, issue 21)
     comments.append(f"pcapgro: GRO aggregate ({kind}{proto}) of {agg.count} segments, "
-                    f"gso_size {agg.mss}")
+                    f"gso_size {agg.mss}, ended by {agg.ended.value}")
     if not cut:
         comments.append(restore_record(hdr, agg, old.flags if old is not None else None))
     flags = (old.flags or 0) if old is not None else 0

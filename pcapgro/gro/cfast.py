@@ -22,7 +22,8 @@ continues exactly where it stopped; at a poll start after an arrival gap
 where the Python engine then holds nothing (:func:`poll_start`) the loop
 may take over again: at the first one before ``MIN_RUN`` records in a row
 it handles (:meth:`CEngine.scan`), so traffic it mostly does not take is
-handed over once, not once per packet.  Same output, statistics and GRO
+handed over once, not once per packet (under the work model the poll
+starts are those its clock finds: ``GROEngine._poll_starts``).  Same output, statistics and GRO
 state as the Python paths (tests/test_gro_cfast.py).
 
 Used when the input is classic pcap and the output either classic pcap
@@ -34,8 +35,10 @@ with the comments, TSO flag and restore records of annotated output, as
 pcapng (EPBs on the packet's own interface in its own units) or classic
 pcap as the writer lays it out (``GROEngine.raw_layout``, no annotations):
 see :func:`layout`; and the configuration is one the loop models: standard
-or fraglist GRO (fraglist: local sockets too), the gap poll model, with or
-without a NAPI budget and gro_flush_timeout.  An aggregate handed over
+or fraglist GRO (fraglist: local sockets too), the gap or the work poll
+model (the work model's PollClock state, ``GROEngine._clock``, goes to the
+loop and back with each run, so either path goes on with the same clock),
+with or without a NAPI budget and gro_flush_timeout.  An aggregate handed over
 carries the restore rows of what the loop merged (``Agg.rows0``).  The poll
 count (``GROEngine.in_poll``) goes to the loop and back with each run.
 ``PCAPGRO_NO_C=1`` in the environment turns it off.
@@ -84,42 +87,64 @@ def usable(cfg):
     loop models (see the module doc): with this and :func:`layout` (which
     chunks, written how), the one place that decides which path runs.  It
     models no UDP tunnel socket (with one, UDP datagrams take the
-    reference path: pcapgro.gro.udp_tunnel) and only the gap poll model
-    (the work model is pcapgro.gro.napi's, on the reference path)."""
+    reference path: pcapgro.gro.udp_tunnel); both poll models, the work
+    model's costs (pcapgro.gro.napi) each under ``WORK_COST_END`` ns."""
     return (available() and cfg.compiled
-            and not (cfg.vxlan_ports or cfg.geneve_ports) and cfg.poll_model == "gap"
+            and not (cfg.vxlan_ports or cfg.geneve_ports)
+            and (cfg.poll_model == "gap" or cfg.poll_model == "work" and all(
+                0 <= c < WORK_COST_END for c in _work_costs(cfg)))
             and cfg.hash in ("flow", "none") and cfg.csum in ("valid", "kernel")
             and 1 <= cfg.gro_max_size <= 0x7FFFFFFF and cfg.hz > 0)
 
 
-def poll_start(eng, ts):
+# the compiled loop's work model costs stay under 2**30 ns (~1.07 s) each,
+# so that its clock (int64 ns) cannot overflow for any capture time
+WORK_COST_END = 1 << 30
+
+
+def _work_costs(cfg):
+    """The work model's costs of ``cfg`` (ns): poll_wake_ns, poll_rx_ns,
+    deliver_ns, deliver_seg_ns, as PollClock takes them."""
+    return (int(cfg.poll_wake_ns), int(cfg.poll_rx_ns), int(cfg.deliver_ns),
+            int(cfg.deliver_seg_ns))
+
+
+def poll_start(eng, ts, reason=None):
     """End the NAPI poll of GROEngine ``eng`` before the packet at ``ts``
-    (ns; a poll start: an arrival gap after ``eng.last_ts``) as its Python
-    paths would (``_polls``, ``_loop_budget``: the budget flush when the
-    poll took ``napi_budget`` packets, else the poll end), but only when
-    that leaves nothing held, so the compiled loop can take over there;
-    True then.  Else nothing is done and False returned: the Python paths
-    go on and end that poll themselves (ending it here as well would flush
-    twice: a budget end followed by a gap's poll end).  An old-only flush
-    (the budget's with hz >= 1000, a poll end's with gro_flush_timeout)
-    leaves the packets held in the current jiffy."""
+    (ns; a poll start: an arrival gap after ``eng.last_ts``, or under the
+    work model one its PollClock finds, ended for ``reason``, Flush.BUDGET
+    or Flush.POLL_END) as its Python paths would (``_polls``,
+    ``_loop_budget``: the budget flush when the poll took ``napi_budget``
+    packets, else the poll end), but only when that leaves nothing held,
+    so the compiled loop can take over there; True then.  Else nothing is
+    done and False returned: the Python paths go on and end that poll
+    themselves (ending it here as well would flush twice: a budget end
+    followed by a gap's poll end).  An old-only flush (the budget's with
+    hz >= 1000, a poll end's with gro_flush_timeout) leaves the packets
+    held in the current jiffy.  (Under the work model the loop's clock
+    then finds the same poll end again, with nothing left to flush.)"""
     if not eng.flows:
         return True
     cfg = eng.cfg
     last = eng.last_ts
     now = last // eng.jiffy_ns
     young = any(agg.age == now for agg in eng.flows.values())
-    if cfg.napi_budget and eng.in_poll == cfg.napi_budget:
-        old_only = cfg.hz >= 1000
-        if old_only and young:
+    if reason is None:
+        budget_end = cfg.napi_budget and eng.in_poll == cfg.napi_budget
+    else:
+        budget_end = reason == Flush.BUDGET
+    if budget_end:
+        if cfg.hz >= 1000 and young:
             return False
-        eng.flush(Flush.BUDGET, last, old_only)
+        if reason is not None:          # the work model's (the gap model's
+            eng.stats.count_moves(*eng.moves_at(ts))    # ignores the gap)
     else:
         timeout = cfg.gro_flush_timeout
         if timeout and young and not ts - last > timeout:
             return False
-        eng.poll_end(last, ts, timeout)
-    if cfg.napi_budget:
+        eng.stats.count_moves(*eng.moves_at(ts))
+    eng._poll_boundary(Flush.BUDGET if budget_end else Flush.POLL_END, last, ts)
+    if cfg.napi_budget and reason is None:
         eng.in_poll = 0
     return True
 
@@ -188,7 +213,7 @@ class CEngine:
                               gro_flush_timeout=min(cfg.gro_flush_timeout, 1 << 62),
                               napi_budget=cfg.napi_budget, budget_old_only=cfg.hz >= 1000,
                               local_ports=_port_set(cfg.local_ports),
-                              **ng)
+                              **ng, **_work_args(cfg))
 
     @property
     def held(self):
@@ -217,6 +242,12 @@ class CEngine:
         if not (-(1 << 61) <= (last or 0) < (1 << 62)
                 and eng.last_out_ts < (1 << 62 if self.ng_out else _PCAP_TS_END)):
             return start
+        clocks = None
+        if eng._clock is not None:            # the work model's, x2, x0.5
+            clocks = (eng._clock,) + eng._shifts.clocks
+            if not all(map(_clock_fits, clocks)):
+                return start
+            self.c.clocks = tuple((c.open, c.now, c.n, c.free) for c in clocks)
         self.c.in_poll = eng.in_poll          # the NAPI poll goes on
         k, data, n, maxcap, last_ts, have, last_out, nbytes = self.c.run(
             lb.buf, lb.recs, start, st.packets - start, lb.mul, lb.byteorder != _NATIVE,
@@ -224,6 +255,9 @@ class CEngine:
             *_epb_args(lb))
         self.linktype = lb.linktype
         eng.in_poll = self.c.in_poll
+        if clocks is not None:
+            for c, state in zip(clocks, self.c.clocks):
+                c.open, c.now, c.n, c.free = state
         st.packets += k - start
         if have:
             eng.last_ts = last_ts
@@ -275,6 +309,13 @@ class CEngine:
                     st.by_kind[kind] += a
                     st.segments_by_kind[kind] += n
             st.hist.update(hist)
+        gaps, budget_ends, moved2, movedh = self.c.timing_stats()
+        for k, v in enumerate(gaps):
+            if v:
+                st.poll_gaps[k] += v
+        st.budget_ends += budget_ends
+        st.count_moves(moved2, 0)
+        st.count_moves(0, movedh)
 
     def release(self, eng):
         """Hand every aggregate the loop holds to GROEngine ``eng`` (its
@@ -307,6 +348,23 @@ class CEngine:
             agg.fin_psh = fin_psh
             agg.fixedid = bool(fixedid)
             assert agg.bucket is eng.buckets[b]
+
+
+def _work_args(cfg):
+    """The Engine() keywords of the work poll model: none under the gap
+    model."""
+    if cfg.poll_model != "work":
+        return {}
+    wake, rx, dp, ds = _work_costs(cfg)
+    return dict(poll_work=True, poll_wake_ns=wake, poll_rx_ns=rx, deliver_ns=dp,
+                deliver_seg_ns=ds)
+
+
+def _clock_fits(clock):
+    """True when PollClock ``clock``'s state is one the loop's int64 clock
+    holds (times under 2**62 ns, as ``run`` asks of ``last_ts``)."""
+    return (-(1 << 61) <= clock.now < (1 << 62) and 0 <= clock.n < (1 << 40)
+            and (clock.free is None or -(1 << 61) <= clock.free < (1 << 62)))
 
 
 def _epb_args(lb):

@@ -150,6 +150,7 @@ class NAPI:
         agg.bucket.remove(agg)
         del self.flows[agg.key]
         agg.held = False
+        agg.ended = reason
         st = self.stats
         st.flush[reason] += 1
         if t < self.last_out_ts:

@@ -2,7 +2,9 @@
 
 A capture shows no NAPI poll boundaries, so they are modelled: a poll ends
 at an arrival gap over ``poll_gap_ns`` or after ``napi_budget`` packets
-(net/core/dev.c napi_complete_done, __napi_poll; README "The NAPI model").
+(net/core/dev.c napi_complete_done, __napi_poll; README "The NAPI model"),
+or where the receiver's work ends it (``poll_model='work'``,
+:mod:`pcapgro.gro.napi`).
 The GRO lists, hold, flush and completion are the engine core
 (:mod:`pcapgro.gro.core`, net/core/gro.c); the protocol rules are the
 modules of the offload table (:mod:`pcapgro.gro.offload`).  This module
@@ -13,6 +15,7 @@ configuration, else the reference path through the offload table.
 """
 
 from bisect import bisect_left
+import copy
 
 from ..errors import DamagedInput
 from ..linklayer import network_layer
@@ -23,7 +26,7 @@ from .core import NAPI
 from .csum import verify
 from .flush import Flush, Pass
 from .offload import inet_offload, packet_offload
-from .napi import PollClock
+from .napi import PollClock, PollShifts
 from .seg import Seg
 
 __all__ = ["GROEngine"]
@@ -115,8 +118,11 @@ class GROEngine(NAPI):
         # which path runs: cfast.usable (this configuration) and
         # cfast.layout (each chunk) decide
         self._c_ok = cfast.usable(self.cfg)
-        # the work poll model (pcapgro.gro.napi), on the reference path
+        # the work poll model (pcapgro.gro.napi): its clock, which the
+        # compiled loop moves too (cfast.CEngine.run)
         self._clock = PollClock(self.cfg) if self.cfg.poll_model == "work" else None
+        # where poll starts would move with the timing off by x2 / x0.5
+        self._shifts = PollShifts(self.cfg)
         # blocks written ahead of held packets (pcapgro.restore.BlockClaims)
         self._claims = restore.BlockClaims()
 
@@ -230,8 +236,9 @@ class GROEngine(NAPI):
         Packets): the compiled core takes records in place as far as it
         goes (laid out as :func:`cfast.layout` says), whenever this engine
         holds nothing; what it holds when it stops is handed over and the
-        reference path goes on up to a poll end (a gap: every held packet
-        is then completed), where the core may start again."""
+        reference path goes on up to a poll start (a gap, or one the work
+        model's clock finds: :meth:`_poll_starts`; every held packet is
+        then completed), where the core may start again."""
         n = len(lb)
         if not n:
             return
@@ -249,8 +256,9 @@ class GROEngine(NAPI):
             self._c.set_output(lay)
             if self.flows and self.last_ts is not None:
                 t0 = lb.part(0, 1).times()[0]
-                if t0 - self.last_ts > self.cfg.poll_gap_ns:
-                    cfast.poll_start(self, t0)
+                ends = self._poll_starts([t0], 0)
+                if ends[0]:
+                    cfast.poll_start(self, t0, ends[1][0])
         i = 0
         starts = None
         while True:
@@ -261,18 +269,35 @@ class GROEngine(NAPI):
                 self._release()
             if starts is None:
                 ts = lb.times()
-                starts = _gaps(ts, self.cfg.poll_gap_ns)
+                starts, why = self._poll_starts(ts, i)
                 starts.append(n)
             # the reference path goes on to the first poll start at or after
             # the next cfast.MIN_RUN records the core takes (issue 18.7)
-            g = starts[bisect_left(starts, self._c.scan(lb, i + 1, cfast.MIN_RUN))]
+            k = bisect_left(starts, self._c.scan(lb, i + 1, cfast.MIN_RUN))
+            g = starts[k]
             self._chunk_py(lb.part(i, g))
             if g == n:
                 return
             # what the reference path does before the poll that starts at
             # g, when that leaves nothing held (else it goes on from g)
-            cfast.poll_start(self, ts[g])
+            cfast.poll_start(self, ts[g], why[k])
             i = g
+
+    def _poll_starts(self, ts, i):
+        """The poll starts among packets ``i..`` with arrival times ``ts``
+        (list of ns; those before ``i`` taken already) and why the poll
+        before each ended: (list of indexes, list of Flush reasons, or of
+        None under the gap model: cfast.poll_start tells then).  The work
+        model's are its PollClock's from where it stands now (a copy: the
+        clock moves as the packets are taken, by either path)."""
+        if self._clock is None:
+            starts = _gaps(ts, self.cfg.poll_gap_ns)
+            if i == 0 and self.last_ts is not None and ts[0] - self.last_ts > self.cfg.poll_gap_ns:
+                starts.insert(0, 0)
+            return starts, [None] * len(starts)
+        clock = copy.copy(self._clock)
+        got = clock.ends(ts[i:])
+        return [i + j for j, _ in got], [r for _, r in got]
 
     def _chunk_py(self, lb):
         """:meth:`_chunk` on the reference path (a hand-over): the chunk's
@@ -283,40 +308,64 @@ class GROEngine(NAPI):
         """Split packets with arrival times ``ts`` (list of ns) at the poll
         ends (gaps, or the work model's ends), calling ``run(a, b)`` for
         each run of packets a..b-1 of one poll and ending the polls in
-        between."""
-        cfg = self.cfg
+        between; where GRO holds packets, a poll end is counted with its
+        gap and a packet where the timing x2 / x0.5 would move a poll
+        start with its move (GROStats)."""
         n = len(ts)
         last = self.last_ts
         if self._clock is not None:
             ends, why = self._work_ends(ts)
         else:
-            gap = cfg.poll_gap_ns
+            gap = self.cfg.poll_gap_ns
             ends = _gaps(ts, gap)
             if last is not None and ts[0] - last > gap:
                 ends.insert(0, 0)
-            why = None
-        ends.append(n)
+            why = [Flush.POLL_END] * len(ends)
+        moves = {i: (m2, mh) for i, m2, mh in self._shifts.points(ts, last, ends)}
+        reason = dict(zip(ends, why))
+        points = sorted(reason.keys() | moves.keys())
+        points.append(n)
         self.last_ts = ts[-1]
-        timeout = cfg.gro_flush_timeout
         a = 0
-        for k, b in enumerate(ends):
-            if b == 0 or a:
-                if self.flows:
-                    prev = last if b == 0 else ts[a - 1]
-                    if why is not None and why[k - (b != 0)] == Flush.BUDGET:
-                        self.flush(Flush.BUDGET, prev, old_only=cfg.hz >= 1000)
-                    else:
-                        self.poll_end(prev, ts[b if b == 0 else a], timeout)
-                if b == 0:
-                    continue
-            run(a, b)
-            a = b
+        for b in points:
+            if b > a:
+                run(a, b)
+                a = b
+            if b == n or not self.flows:
+                continue
+            if b in moves:
+                self.stats.count_moves(*moves[b])
+            if b in reason:
+                self._poll_boundary(reason[b], last if b == 0 else ts[b - 1], ts[b])
+
+    def _poll_boundary(self, reason, prev, nxt):
+        """End the poll whose last packet came at ``prev`` before the one at
+        ``nxt`` (ns) for ``reason`` while GRO holds packets: Flush.BUDGET,
+        the budget flush (__napi_poll; old-only when hz >= 1000), or
+        Flush.POLL_END (napi_complete_done: NAPI.poll_end), counted with
+        its gap."""
+        if reason == Flush.BUDGET:
+            self.stats.budget_ends += 1
+            self.flush(Flush.BUDGET, prev, old_only=self.cfg.hz >= 1000)
+        else:
+            self.stats.count_poll_end(nxt - prev)
+            self.poll_end(prev, nxt, self.cfg.gro_flush_timeout)
 
     def _work_ends(self, ts):
         """The work model's poll starts among ``ts`` (list of indexes) and
         why the poll before each ended (list of Flush reasons)."""
         got = self._clock.ends(ts)
         return [i for i, _ in got], [r for _, r in got]
+
+    def moves_at(self, t):
+        """(x2, x0.5): would the poll start before a packet at ``t`` (ns),
+        after ``last_ts``, which ends a poll at a gap or by the work
+        model's clock, move with the timing off by that factor (the
+        clocks are not moved: copies)."""
+        sh = self._shifts
+        if sh.clocks is None:
+            return sh.gap_moves(t - self.last_ts)
+        return tuple(not copy.copy(c).ends([t]) for c in sh.clocks)
 
     def _run_general(self, batch, base, ts, a, b):
         """Packets ``a..b-1`` of ``batch`` (one poll) on the reference path."""
@@ -334,6 +383,9 @@ class GROEngine(NAPI):
         flows = self.flows
         last_ts = self.last_ts
         in_poll = self.in_poll
+        stats = self.stats
+        gap_moves = self._shifts.gap_moves
+        lo, hi = sorted(self._shifts.gaps[1:])     # gaps where a poll end moves
         try:
             for i, ev in enumerate(batch):
                 t = ev.ts
@@ -341,12 +393,18 @@ class GROEngine(NAPI):
                     if in_poll == budget:
                         # the poll took its whole budget
                         if flows:
+                            stats.budget_ends += 1
                             self.flush(Flush.BUDGET, last_ts, old_only=cfg.hz >= 1000)
                         in_poll = 0
-                    elif t - last_ts > gap:
-                        if flows:
-                            self.poll_end(last_ts, t, timeout)
-                        in_poll = 0
+                    else:
+                        d = t - last_ts
+                        if flows and lo < d <= hi:
+                            stats.count_moves(*gap_moves(d))
+                        if d > gap:
+                            if flows:
+                                stats.count_poll_end(d)
+                                self.poll_end(last_ts, t, timeout)
+                            in_poll = 0
                 last_ts = t
                 in_poll += 1
                 self._general(ev, base + i, t)

@@ -15,12 +15,16 @@ delivery is done, without a wake-up delay.
 
 Boundaries depend on arrival times only (delivery cost is charged per
 packet taken, not per aggregate made), so they are computed ahead of GRO
-and the same for every path.
+and the same for every path: the compiled loop runs the same clock
+(``_native.c`` work_clock), its state handed to it and back with each run.
+
+:class:`PollShifts` says where the boundaries would move with the timing
+off by a factor of two (the statistics' ``poll_ends.would_move``).
 """
 
 from .flush import Flush
 
-__all__ = ["PollClock"]
+__all__ = ["PollClock", "PollShifts", "GAP_BUCKETS", "gap_bucket", "gap_label"]
 
 
 class PollClock:
@@ -79,3 +83,71 @@ class PollClock:
             is_open = True
         self.now, self.n, self.open, self.free = now, n, is_open, free
         return out
+
+
+# poll ends by the arrival gap that made them (GROStats.poll_gaps): bucket
+# 0 under 1 µs, k = 1..10 from 2**(k-1) to 2**k µs, 11 from 1024 µs on
+GAP_BUCKETS = 12
+
+
+def gap_bucket(d):
+    """The GAP_BUCKETS bucket of an arrival gap of ``d`` ns (int)."""
+    us = d // 1000
+    return 0 if us <= 0 else min(us.bit_length(), GAP_BUCKETS - 1)
+
+
+def gap_label(k):
+    """Bucket ``k``'s range in µs, as the statistics name it."""
+    if k == 0:
+        return "<1"
+    if k == GAP_BUCKETS - 1:
+        return f">={1 << (k - 1)}"
+    return f"{1 << (k - 1)}-{1 << k}"
+
+
+class PollShifts:
+    """Where poll boundaries would move if the timing were off by a factor
+    of two: the work model's costs (a PollClock each for x2 and x0.5, whose
+    state the compiled loop carries too) or the gap model's ``poll_gap_ns``
+    (2 * gap, gap >> 1).  Only a boundary where GRO holds packets moves an
+    aggregate end, so the engine counts the packets :meth:`points` names
+    while it holds some (GROStats.moved)."""
+
+    def __init__(self, cfg):
+        if cfg.poll_model == "work":
+            self.clocks = (PollClock(cfg, 2), PollClock(cfg, 0.5))
+        else:
+            self.clocks = None
+            self.gaps = (cfg.poll_gap_ns, cfg.poll_gap_ns * 2, cfg.poll_gap_ns >> 1)
+
+    def points(self, ts, last, starts):
+        """Packets of ``ts`` (arrival times, ns, continuing from one at
+        ``last``, ns or None) where a poll would start under x2 or x0.5 but
+        does not now (``starts``: the indexes where one does), or the other
+        way round: a list of (i, moved under x2, moved under x0.5),
+        ascending.  Under the gap model a packet after a budget end is not
+        one (the budget, not the gap, ends that poll)."""
+        now = set(starts)
+        if self.clocks is not None:
+            x2 = now.symmetric_difference(i for i, _ in self.clocks[0].ends(ts))
+            xh = now.symmetric_difference(i for i, _ in self.clocks[1].ends(ts))
+            return [(i, i in x2, i in xh) for i in sorted(x2 | xh)]
+        # only a gap between 2 * gap and gap >> 1 can move (either order:
+        # a negative gap reverses them)
+        lo, hi = sorted(self.gaps[1:])
+        near = [i for i in range(1, len(ts)) if lo < ts[i] - ts[i - 1] <= hi]
+        if last is not None and ts and lo < ts[0] - last <= hi:
+            near.insert(0, 0)
+        out = []
+        for i in near:
+            m2, mh = self.gap_moves(ts[i] - (ts[i - 1] if i else last))
+            if m2 or mh:
+                out.append((i, m2, mh))
+        return out
+
+    def gap_moves(self, d):
+        """Gap model: would a poll end at an arrival gap of ``d`` ns move
+        (appear or go) under 2 * gap, under gap >> 1: (bool, bool)."""
+        gap, g2, gh = self.gaps
+        end = d > gap
+        return end != (d > g2), end != (d > gh)

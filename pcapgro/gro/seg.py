@@ -107,6 +107,9 @@ class Agg:
                   0xFFFF) of its payload bytes as the compiled core computed
                   it, or None (then the checksum is summed from the bytes).
 
+    ended:    the Flush reason it was completed for (set by
+              NAPI.complete; the pcapng annotation names it).
+
     Entries of ``pkts``: a Packet (payload from ``pays[k]`` on), or bytes
     (what the compiled core merged before it handed the aggregate over:
     then ``rows0`` holds those segments' restore rows, annotated output).
@@ -114,7 +117,7 @@ class Agg:
 
     __slots__ = ("key", "bucket", "hash", "head", "count", "mss",
                  "seq_next", "size", "fin_psh", "fixedid", "outer_fixedid", "age", "held",
-                 "pkts", "pays", "idxs", "psums", "flist", "rows0")
+                 "pkts", "pays", "idxs", "psums", "flist", "rows0", "ended")
 
     @classmethod
     def start(cls, seg, h, bucket, idx, psum, age, flist):

@@ -3,6 +3,7 @@
 from collections import Counter
 
 from ..text import count, fit, num
+from .napi import gap_bucket, gap_label
 
 __all__ = ["GROStats", "CHECKSUM_KEYS", "KINDS"]
 
@@ -36,6 +37,16 @@ class GROStats:
         by_kind, segments_by_kind: Counter protocol and mode (:data:`KINDS`:
                      'tcp', 'tcp_fraglist', 'udp', 'udp_fraglist') ->
                      aggregates / segments in them.
+        poll_gaps:   Counter gap bucket (:func:`pcapgro.gro.napi.gap_bucket`)
+                     -> poll ends (napi_complete_done) that found GRO
+                     holding packets, by the arrival gap after the poll's
+                     last packet: the timing-made aggregate ends.
+        budget_ends: polls that took their budget while GRO held packets.
+        moved:       Counter 'x2' / 'x0.5' -> packets where a poll would
+                     start with the timing (the work model's costs, or
+                     the poll gap) doubled / halved but does not now, or
+                     the other way round, while GRO held packets
+                     (:class:`pcapgro.gro.napi.PollShifts`).
     """
 
     def __init__(self):
@@ -51,6 +62,22 @@ class GROStats:
         self.segments_by_kind = Counter()
         self.cut_aggregates = 0
         self.cut_bytes_left_out = 0
+        self.poll_gaps = Counter()
+        self.budget_ends = 0
+        self.moved = Counter()
+
+    def count_poll_end(self, d):
+        """A poll end that found GRO holding packets, after an arrival gap
+        of ``d`` ns."""
+        self.poll_gaps[gap_bucket(d)] += 1
+
+    def count_moves(self, m2, mh):
+        """Packets where a poll start would move under x2 (``m2``: bool or
+        a count) / x0.5 (``mh``) timing, while GRO holds packets."""
+        if m2:
+            self.moved["x2"] += m2
+        if mh:
+            self.moved["x0.5"] += mh
 
     def count_aggregate(self, kind, count):
         """One aggregate of ``count`` segments completed; ``kind`` one of
@@ -97,6 +124,10 @@ class GROStats:
                            for k, v in sorted(self.by_kind.items()) if k not in KINDS}},
             "snaplen": {"aggregates": self.cut_aggregates,
                         "captured_bytes_left_out": self.cut_bytes_left_out},
+            "poll_ends": {"poll_end": sum(self.poll_gaps.values()),
+                          "budget": self.budget_ends,
+                          "gaps_us": {gap_label(k): v for k, v in sorted(self.poll_gaps.items())},
+                          "would_move": {"x2": self.moved["x2"], "x0.5": self.moved["x0.5"]}},
         }
 
     def table(self):
@@ -128,6 +159,12 @@ class GROStats:
                          f"cut by the snaplen: they carry the payload contiguous from their "
                          f"start; {count(self.cut_bytes_left_out, 'captured byte')} of later "
                          f"segments {'is' if self.cut_bytes_left_out == 1 else 'are'} not in OUT")
+        pe = d["poll_ends"]
+        if pe["poll_end"] or pe["budget"]:
+            lines.append(f"  poll ends:         {num(pe['poll_end'])} with packets held (gap µs "
+                         + " ".join(f"{k}:{num(v)}" for k, v in pe["gaps_us"].items())
+                         + f"), budget {num(pe['budget'])}; timing x2 would move "
+                         f"{num(pe['would_move']['x2'])}, x0.5 {num(pe['would_move']['x0.5'])}")
         if spa["histogram"]:
             lines.append("  segments/aggregate: " + " ".join(
                 f"{k}:{num(v)}" for k, v in spa["histogram"].items()))

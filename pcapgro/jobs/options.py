@@ -136,7 +136,7 @@ MERGE_OPTIONS = (
            field="poll_model",
            help="NAPI polls: 'gap' = a poll ends at a gap over --poll-gap (compiled loop); "
                 "'work' = polls follow the receiver's work (--poll-wake, --poll-rx-cost, "
-                "--deliver-cost, --deliver-seg-cost, --napi-budget; Python engine, slower)."),
+                "--deliver-cost, --deliver-seg-cost, --napi-budget)."),
     Option("poll_wake", "--poll-wake", type=click.IntRange(0), default=2_000, metavar="NS",
            field="poll_wake_ns",
            help="--poll-model work: from a packet finding the device idle to its poll (ns)."),
