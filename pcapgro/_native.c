@@ -17,9 +17,9 @@
  * inet_gro_receive -> tcp4_gro_receive) because call depth costs cycles;
  * in CPython every per-packet statement costs ~50 ns, so pcapgro keeps the
  * common case -- Ethernet (up to two VLAN tags) / IPv4 (no options, no
- * fragment) or IPv6 (up to 256 bytes of extension headers) / TCP or UDP --
- * in C as one
- * flat loop over the records of an input chunk (classic pcap records, or a
+ * fragment) or IPv6 (up to 256 bytes of extension headers) / TCP or UDP,
+ * and the packets GRO passes up unchanged before flow matching (ARP,
+ * ICMP, fragments, bad checksums...) -- in C as one flat loop over the records of an input chunk (classic pcap records, or a
  * run of pcapng EPBs of one interface: PcapngReader's EpbChunk), reading
  * them in place and writing the output records (pass-through packets and
  * built aggregates) into one buffer: classic pcap records (in the input's
@@ -36,8 +36,11 @@
  * The rules are those of the Python reference, which mirrors Linux 6.18:
  *   net/core/gro.c       dev_gro_receive, gro_flush_oldest, __gro_flush,
  *                        gro_complete; bucket = hash & 7, at most 8 each
+ *   net/core/gro.c       dev_gro_receive: no packet_offload (not IP)
  *   net/ipv4/af_inet.c   inet_gro_receive (reject options, fragments, bad
- *                        header checksum), inet_gro_complete (total length,
+ *                        header checksum, protocols without a handler;
+ *                        L3 flush on a length mismatch or the reserved
+ *                        bit), inet_gro_complete (total length,
  *                        header checksum; 0 above 65535 = BIG TCP)
  *   net/ipv4/tcp_offload.c tcp_gro_receive (flush on CWR, flag word but
  *                        FIN/PSH, ack, options, mss, seq; final check on
@@ -60,23 +63,38 @@
  * gro_flush_timeout only those from an older jiffy, the rest when the
  * timer fires before the next packet (napi_complete_done).
  *
- * A record is handled here when: captured == original length (an EPB:
- * no options, the chunk's interface, a time the output holds), Ethernet
- * with up to two VLAN tags (0x8100 / 0x88a8, when VLAN GRO is on), Linux
- * cooked (SLL, SLL2), raw IP or BSD loopback (NULL, LOOP), then
- * either IPv4 (header 0x45, protocol 6, no MF / fragment offset / reserved
- * bit, good header checksum, total length == the frame after the link
- * layer) or IPv6 (Hop-by-Hop, Routing and Destination Options headers
- * walked, up to 256 bytes of them, compared within a flow; no Fragment
- * header; payload length == the frame after
- * the fixed header; only while gro_max_size keeps an aggregate's payload
- * length within 16 bits), then TCP (data offset >= 5 within the datagram)
- * or UDP (checksum not 0; fraglist with --fraglist, else standard GRO with
- * --udp gro, else passed; with --fraglist a flow to a --local-port takes
- * standard GRO: TCP always, UDP with --udp gro), and
- * (when checksums are verified) a good TCP/UDP checksum or the
- * pseudo-header seed of a sender's CHECKSUM_PARTIAL packet (trusted, as
- * pcapgro/gro/csum.py).  Anything else ends the run.
+ * A record is handled here when: its record header is one the loop reads
+ * (captured <= original length; an EPB: no options, the chunk's
+ * interface, a time the output holds), and its frame is either
+ *   - passed up unchanged before flow matching, as the reference passes
+ *     it (parse_frame, seg_csum; reasons of pcapgro/gro/flush.py Pass):
+ *     no IPv4 / IPv6 reachable (not_ip: ARP, a frame cut short, ...),
+ *     VLAN-tagged without VLAN GRO or an IP protocol without a GRO handler
+ *     (no_handler: ICMP, ...), IPv4 options, IPv4 fragments or an IPv6
+ *     Fragment header, an IPv6 extension header GRO cannot walk, a bad
+ *     IPv4 header checksum, a header cut short (truncated), a TCP data
+ *     offset below 5, a bad TCP / UDP checksum (when verified); such a
+ *     packet counts in the NAPI poll and leaves what is held as it is;
+ *   - or a segment: Ethernet with up to two VLAN tags (0x8100 / 0x88a8,
+ *     when VLAN GRO is on), Linux cooked (SLL, SLL2), raw IP or BSD
+ *     loopback (NULL, LOOP), then IPv4 (header 0x45, TCP or UDP) or IPv6
+ *     (Hop-by-Hop, Routing and Destination Options headers walked, up to
+ *     256 bytes of them, compared within a flow; only while gro_max_size
+ *     keeps an aggregate's payload length within 16 bits), then TCP or UDP
+ *     (fraglist with --fraglist, else standard GRO with --udp gro, else
+ *     passed; with --fraglist a flow to a --local-port takes standard GRO:
+ *     TCP always, UDP with --udp gro), captured whole.  An IP length other
+ *     than the bytes on the wire or the IPv4 reserved bit set the L3 flush
+ *     (never held; completes its flow's aggregate: l3_flush); a UDP
+ *     checksum 0 or a UDP length other than the bytes present pass at UDP
+ *     (udp_zero_csum, udp_length).  With checksums verified, a good TCP /
+ *     UDP checksum or the pseudo-header seed of a sender's
+ *     CHECKSUM_PARTIAL packet (trusted, as pcapgro/gro/csum.py) is taken;
+ *     an L3 flush or a UDP checksum 0 is not summed (counted skipped).
+ * Anything else ends the run: a tunnel (an IP protocol whose GRO handler
+ * is not TCP / UDP: inet_handlers), three or more VLAN tags, over 256
+ * bytes of IPv6 extension headers, IPv6 segments with BIG TCP, a segment
+ * cut by a snaplen, an EPB with options.
  *
  * Checksums are one's-complement sums kept mod 0xFFFF (RFC 1071, RFC 1624),
  * with the edge cases of pcapgro/checksum.py (fold, checksum).
@@ -114,10 +132,14 @@ enum {
     F_DF_CHANGED, F_IP_ID, F_MSS_EXCEEDED, F_PURE_ACK, F_SEQ_GAP,
     F_SIZE_LIMIT, F_PSH, F_FIN, F_URG, F_RST, F_SYN, F_SHORT_SEGMENT,
     F_BUCKET_FULL, F_POLL_END, F_LONGER_DATAGRAM, F_SHORT_DATAGRAM, F_SEGMENT_LIMIT,
-    F_CSUM_STATE, F_BUDGET, F_FLUSH_TIMEOUT, F_N
+    F_CSUM_STATE, F_BUDGET, F_FLUSH_TIMEOUT, F_L3_FLUSH, F_N
 };
 /* Pass reason codes; named by PASS_NAMES (pcapgro.gro.flush.Pass values) */
-enum { P_PURE_ACK, P_FLAGS, P_NO_UDP_GRO, P_UDP_LENGTH, P_CSUM_STATE, P_N };
+enum { P_PURE_ACK, P_FLAGS, P_NO_UDP_GRO, P_UDP_LENGTH, P_CSUM_STATE,
+       /* passed before flow matching (rx_frame) */
+       P_NOT_IP, P_NO_HANDLER, P_IP_OPTIONS, P_FRAGMENT, P_EXT_HEADER, P_BAD_IP_CSUM,
+       P_BAD_TCP_CSUM, P_BAD_UDP_CSUM, P_TRUNCATED, P_BAD_TCP_HEADER, P_L3_FLUSH,
+       P_UDP_ZERO_CSUM, P_N };
 
 static const char *const FLUSH_NAMES[] = {
     [F_CWR] = "cwr", [F_FLAGS_CHANGED] = "flags_changed",
@@ -131,12 +153,23 @@ static const char *const FLUSH_NAMES[] = {
     [F_POLL_END] = "poll_end", [F_LONGER_DATAGRAM] = "longer_datagram",
     [F_SHORT_DATAGRAM] = "short_datagram", [F_SEGMENT_LIMIT] = "segment_limit",
     [F_CSUM_STATE] = "csum_state", [F_BUDGET] = "budget",
-    [F_FLUSH_TIMEOUT] = "flush_timeout",
+    [F_FLUSH_TIMEOUT] = "flush_timeout", [F_L3_FLUSH] = "l3_flush",
 };
 static const char *const PASS_NAMES[] = {[P_PURE_ACK] = "pure_ack", [P_FLAGS] = "flags",
                                          [P_NO_UDP_GRO] = "no_udp_gro",
                                          [P_UDP_LENGTH] = "udp_length",
-                                         [P_CSUM_STATE] = "csum_state"};
+                                         [P_CSUM_STATE] = "csum_state",
+                                         [P_NOT_IP] = "not_ip", [P_NO_HANDLER] = "no_handler",
+                                         [P_IP_OPTIONS] = "ip_options",
+                                         [P_FRAGMENT] = "fragment",
+                                         [P_EXT_HEADER] = "ext_header",
+                                         [P_BAD_IP_CSUM] = "bad_ip_csum",
+                                         [P_BAD_TCP_CSUM] = "bad_tcp_csum",
+                                         [P_BAD_UDP_CSUM] = "bad_udp_csum",
+                                         [P_TRUNCATED] = "truncated",
+                                         [P_BAD_TCP_HEADER] = "bad_tcp_header",
+                                         [P_L3_FLUSH] = "l3_flush",
+                                         [P_UDP_ZERO_CSUM] = "udp_zero_csum"};
 _Static_assert(sizeof FLUSH_NAMES / sizeof *FLUSH_NAMES == F_N, "a name per flush code");
 _Static_assert(sizeof PASS_NAMES / sizeof *PASS_NAMES == P_N, "a name per pass code");
 
@@ -187,6 +220,8 @@ typedef struct {
     int linktype;           /* of the records of the current run() / scan() */
     int udp_gro;            /* UDP datagrams take standard GRO (--udp gro) */
     int fraglist;           /* rx-gro-list: TCP and UDP flows take fraglist GRO */
+    uint8_t inet[256];      /* IP protocols with a GRO handler (offload.inet_offload):
+                               1 TCP / UDP, 2 another's (a tunnel: not handled here) */
     int nlocal;             /* local_ports given: destination ports (bit set) */
     uint8_t local[65536 / 8];   /* with a local socket (tcp.uses_fraglist, udp.udp_mode) */
     /* the NAPI model (engine.py): gro_flush_timeout (ns, 0 = none), NAPI
@@ -211,6 +246,8 @@ typedef struct {
     sbuf opts, txt;         /* scratch: one record's options and text */
     /* statistics since the last stats() */
     uint64_t flush[F_N], pass[P_N], verified, seed, singles, aggregates, segs;
+    uint64_t csum_bad, skip_l3, skip_cut;    /* csum.verify: bad, skipped_l3_flush,
+                                                skipped_truncated */
     uint64_t kind_aggs[K_N], kind_segs[K_N];  /* aggregates, segs by kind */
     uint32_t *hist;
     size_t hist_n, hist_cap;
@@ -356,10 +393,12 @@ static inline void put32(uint8_t *p, uint32_t v, int swap)
     memcpy(p, &v, 4);
 }
 
-/* A record for ts (ns), caplen = origlen = n: a classic pcap record in
- * the input's format, or an EPB with the options opt (NULL: none) already
- * laid out around it.  Returns where its n bytes of frame go. */
-static uint8_t *out_record(Engine *e, int64_t ts, uint32_t n, const sbuf *opt)
+/* A record for ts (ns), caplen n, original length orig: a classic pcap
+ * record in the input's format, or an EPB with the options opt (NULL:
+ * none) already laid out around it.  Returns where its n bytes of frame
+ * go. */
+static uint8_t *out_record_cut(Engine *e, int64_t ts, uint32_t n, uint32_t orig,
+                               const sbuf *opt)
 {
     uint8_t *r;
     if (e->ng) {
@@ -376,7 +415,7 @@ static uint8_t *out_record(Engine *e, int64_t ts, uint32_t n, const sbuf *opt)
         ng_put32(r + 12, (uint32_t)(t >> 32), sw);
         ng_put32(r + 16, (uint32_t)t, sw);
         ng_put32(r + 20, n, sw);
-        ng_put32(r + 24, n, sw);
+        ng_put32(r + 24, orig, sw);
         uint8_t *q = r + 28 + n;
         memset(q, 0, pad);
         if (ol)
@@ -391,7 +430,7 @@ static uint8_t *out_record(Engine *e, int64_t ts, uint32_t n, const sbuf *opt)
         put32(r, (uint32_t)(ts / 1000000000), e->swap);
         put32(r + 4, (uint32_t)((ts % 1000000000) / e->mul), e->swap);
         put32(r + 8, n, e->swap);
-        put32(r + 12, n, e->swap);
+        put32(r + 12, orig, e->swap);
         e->outlen += 16 + (size_t)n;
         r += 16;
     }
@@ -400,6 +439,12 @@ static uint8_t *out_record(Engine *e, int64_t ts, uint32_t n, const sbuf *opt)
     if (n > e->maxcap)
         e->maxcap = n;
     return r;
+}
+
+/* out_record_cut for a whole frame: caplen = origlen = n */
+static uint8_t *out_record(Engine *e, int64_t ts, uint32_t n, const sbuf *opt)
+{
+    return out_record_cut(e, ts, n, n, opt);
 }
 
 /* the position record of a packet handed up alone (annotated output), or
@@ -420,15 +465,21 @@ static const sbuf *position_opts(Engine *e, int64_t idx, int64_t ts)
  * time, even when that is earlier than a packet written before it
  * (last_out_ts: the latest time written, raised to ts if later); annotated,
  * with its position when it overtakes held packets (annotate.passed) */
-static void pass_up(Engine *e, int reason, const uint8_t *f, uint32_t n, int64_t ts,
-                    int64_t idx)
+static void pass_frame(Engine *e, int reason, const uint8_t *f, uint32_t n, uint32_t orig,
+                       int64_t ts, int64_t idx)
 {
     e->pass[reason]++;
     if (ts > e->last_out_ts)
         e->last_out_ts = ts;
-    uint8_t *d = out_record(e, ts, n, e->nheld ? position_opts(e, idx, ts) : NULL);
+    uint8_t *d = out_record_cut(e, ts, n, orig, e->nheld ? position_opts(e, idx, ts) : NULL);
     if (d)
         memcpy(d, f, n);
+}
+
+static void pass_up(Engine *e, int reason, const uint8_t *f, uint32_t n, int64_t ts,
+                    int64_t idx)
+{
+    pass_frame(e, reason, f, n, n, ts, idx);
 }
 
 /* ------------------------------------------------------------ the lists */
@@ -647,7 +698,16 @@ typedef struct {
     uint8_t key[KEYMAX];
     uint64_t kh;
     uint32_t ext;           /* bytes of IPv6 extension headers (at l3 + 40) */
+    uint32_t orig;          /* original length (n: captured) */
+    int flush_l3;           /* NAPI_GRO_CB(skb)->flush at L3: length mismatch, evil bit */
+    uint32_t ucsum;         /* UDP checksum field */
+    int pass;               /* rx_frame: the Pass reason (RX_PASS) */
 } Seg;
+
+/* what the frame step makes of a record: not handled here (the run ends),
+ * a segment for the GRO lists, or a packet passed up before flow matching
+ * (Seg.pass says why) */
+enum { RX_NO, RX_SEG, RX_PASS };
 
 /* the held packet of g's flow, or -1: the same key and, behind IPv6
  * extension headers, the same chain (ipv6_gro_receive compares the whole
@@ -815,6 +875,8 @@ static void pass_or_hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
         pass_up(e, P_PURE_ACK, g->f, g->n, ts, idx);
     else if (g->flags & TH_FINAL)
         pass_up(e, P_FLAGS, g->f, g->n, ts, idx);
+    else if (g->flush_l3)
+        pass_up(e, P_L3_FLUSH, g->f, g->n, ts, idx);
     else
         hold(e, g, ts, idx);
 }
@@ -831,9 +893,21 @@ static int fraglist_flush(const Agg *a, const Seg *g)
         return F_CSUM_STATE;
     if (a->count >= TCP_FRAGLIST_MAX)
         return F_SEGMENT_LIMIT;
+    if (g->flush_l3)
+        return F_L3_FLUSH;
     if (a->size + (g->n - g->l3 + 4 * g->tags) >= GRO_LEGACY_MAX_SIZE)
         return F_SIZE_LIMIT;
     return -1;
+}
+
+/* the standard branch's last checks (tcp.py _std_flush): the L3 flush
+ * flag (tcp_gro_receive: NAPI_GRO_CB(skb)->flush), then the size limit
+ * (skb_gro_receive: gro_max_size, exclusive); -1 = may merge */
+static int std_flush(const Engine *e, const Agg *a, const Seg *g)
+{
+    if (g->flush_l3)
+        return F_L3_FLUSH;
+    return a->size + g->L >= e->limit ? F_SIZE_LIMIT : -1;
 }
 
 /* skb_gro_receive: segment g (input index idx, time ts) joins aggregate a
@@ -864,10 +938,33 @@ static void merge(Engine *e, Agg *a, const Seg *g, int64_t ts, int64_t idx)
     }
 }
 
-/* udp_gro_receive + udp_gro_receive_segment (standard GRO) for one
- * datagram (pcapgro/gro/udp.py gro_receive): no GRO path -> passed; UDP
- * length <= 8 or not the bytes present -> passed (a held aggregate of its
- * flow stays held); then network header, longer datagram, size (at most
+/* udp_gro_receive_segment's checks before flow matching (udp.py
+ * segment_checks): checksum 0 (!uh->check), UDP length <= 8 or not the
+ * bytes present; the Pass reason or -1 */
+static int udp_segment_pass(const Seg *g)
+{
+    if (!g->ucsum)
+        return P_UDP_ZERO_CSUM;
+    if (g->ulen <= 8 || g->ulen != g->L + 8)
+        return P_UDP_LENGTH;
+    return -1;
+}
+
+/* a datagram with no held packet to join (udp.py _start): passed on the
+ * L3 flush flag, else held */
+static void udp_start(Engine *e, const Seg *g, int64_t ts, int64_t idx)
+{
+    if (g->flush_l3)
+        pass_up(e, P_L3_FLUSH, g->f, g->n, ts, idx);
+    else
+        hold(e, g, ts, idx);
+}
+
+/* udp_gro_receive + udp_gro_receive_segment (standard or fraglist GRO) for one
+ * datagram (pcapgro/gro/udp.py gro_receive): no GRO path -> passed; checksum 0,
+ * UDP length <= 8 or not the bytes present -> passed (a held aggregate of its
+ * flow stays held); then network header, longer datagram, (fraglist:
+ * ip_summed,) the L3 flush flag, size (at most
  * 65536); merged; a shorter datagram or the 64th ends the aggregate */
 static void udp_receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
 {
@@ -875,13 +972,14 @@ static void udp_receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
         pass_up(e, P_NO_UDP_GRO, g->f, g->n, ts, idx);
         return;
     }
-    if (g->ulen <= 8 || g->ulen != g->L + 8) {
-        pass_up(e, P_UDP_LENGTH, g->f, g->n, ts, idx);
+    int p = udp_segment_pass(g);
+    if (p >= 0) {
+        pass_up(e, p, g->f, g->n, ts, idx);
         return;
     }
     int s = find(e, g);
     if (s < 0) {
-        hold(e, g, ts, idx);
+        udp_start(e, g, ts, idx);
         return;
     }
     Agg *a = &e->aggs[s];
@@ -894,16 +992,20 @@ static void udp_receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
             pass_up(e, P_CSUM_STATE, g->f, g->n, ts, idx);
             return;
         }
-        if (a->size + (g->n - g->l3 + 4 * g->tags) >= GRO_LEGACY_MAX_SIZE)
+        if (g->flush_l3)
+            reason = F_L3_FLUSH;
+        else if (a->size + (g->n - g->l3 + 4 * g->tags) >= GRO_LEGACY_MAX_SIZE)
             reason = F_SIZE_LIMIT;
     } else if (reason < 0) {
         uint32_t lim = e->limit < GRO_LEGACY_MAX_SIZE ? e->limit : GRO_LEGACY_MAX_SIZE;
-        if (a->size + g->L >= lim)
+        if (g->flush_l3)
+            reason = F_L3_FLUSH;
+        else if (a->size + g->L >= lim)
             reason = F_SIZE_LIMIT;
     }
     if (reason >= 0) {
         complete(e, s, reason, ts);
-        hold(e, g, ts, idx);
+        udp_start(e, g, ts, idx);
         return;
     }
     merge(e, a, g, ts, idx);
@@ -928,7 +1030,7 @@ static void receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
     Agg *a = &e->aggs[s];
     int reason = merge_flush(a, g);
     if (reason < 0)
-        reason = a->flist ? fraglist_flush(a, g) : a->size + g->L >= e->limit ? F_SIZE_LIMIT : -1;
+        reason = a->flist ? fraglist_flush(a, g) : std_flush(e, a, g);
     if (reason < 0) {
         merge(e, a, g, ts, idx);
         int after = g->L < a->mss ? F_SHORT_SEGMENT : final_reason(g->flags);
@@ -942,23 +1044,46 @@ static void receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
 
 /* ------------------------------------------------------------ Python API */
 
+/* inet_handlers: 256 bytes, one per IP protocol: 0 no GRO handler
+ * (offload.inet_offload is None: passed, no_handler), 1 TCP / UDP, 2
+ * another handler (a tunnel: not handled here).  Default: TCP and UDP,
+ * and the tunnel protocols of Linux 6.18 (IPIP, IPv6-in-IP, GRE) */
+static int set_inet(Engine *e, const char *inet, Py_ssize_t n)
+{
+    if (inet && n != 256) {
+        PyErr_SetString(PyExc_ValueError, "inet_handlers: 256 bytes");
+        return -1;
+    }
+    if (inet) {
+        memcpy(e->inet, inet, 256);
+        return 0;
+    }
+    memset(e->inet, 0, 256);
+    e->inet[6] = e->inet[17] = 1;
+    e->inet[4] = e->inet[41] = e->inet[47] = 2;
+    return 0;
+}
+
 static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"limit", "poll_gap_ns", "jiffy_ns", "verify", "csum_valid",
                              "hash_flow", "vlan", "pcapng", "pcapng_swap", "pcapng_div",
                              "annotate", "udp_gro", "fraglist", "gro_flush_timeout", "napi_budget",
-                             "budget_old_only", "local_ports", NULL};
+                             "budget_old_only", "local_ports", "inet_handlers", NULL};
     unsigned long limit;
     long long gap, jiffy, ng_div = 1;
     int verify, csum_valid, hash_flow, vlan = 0, ng = 0, ng_swap = 0, annotate = 0;
     int udp_gro = 0, fraglist = 0, budget_old = 0;
     long long timeout = 0, budget = 0;
-    const char *local = NULL;
-    Py_ssize_t nlocal = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLpppLLpy#", kwlist, &limit, &gap,
+    const char *local = NULL, *inet = NULL;
+    Py_ssize_t nlocal = 0, ninet = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLpppLLpy#y#", kwlist, &limit, &gap,
                                      &jiffy, &verify, &csum_valid, &hash_flow, &vlan, &ng,
                                      &ng_swap, &ng_div, &annotate, &udp_gro, &fraglist,
-                                     &timeout, &budget, &budget_old, &local, &nlocal))
+                                     &timeout, &budget, &budget_old, &local, &nlocal, &inet,
+                                     &ninet))
+        return -1;
+    if (set_inet(e, inet, ninet) < 0)
         return -1;
     if (nlocal && nlocal != sizeof e->local) {
         PyErr_SetString(PyExc_ValueError, "local_ports: a bit set of 65536 ports");
@@ -1031,27 +1156,6 @@ static uint32_t loop_family(int linktype, const uint8_t *f)
     return 0;
 }
 
-/* ipv6_gro_receive's walk (ipv6.py receive) in frame f of cap bytes: the
- * offset of the header after the fixed IPv6 header at l3 and the extension
- * headers it walks (ipv6_gso_pull_exthdrs: Hop-by-Hop, Routing, Destination
- * Options), *proto its protocol; 0 when not handled here (cut short, or
- * over EXTMAX bytes of extension headers) */
-static uint32_t ipv6_l4(const uint8_t *f, uint32_t l3, uint32_t cap, uint32_t *proto)
-{
-    uint32_t l4 = l3 + 40, nh;
-    if (l4 + 8 > cap)
-        return 0;
-    nh = f[l3 + 6];
-    while (nh == 0 || nh == 43 || nh == 60) {
-        if (l4 + 8 > cap || l4 - l3 - 40 >= EXTMAX)
-            return 0;
-        nh = f[l4];
-        l4 += (uint32_t)(f[l4 + 1] + 1) << 3;
-    }
-    *proto = nh;
-    return l4 - l3 - 40 > EXTMAX ? 0 : l4;
-}
-
 /* ts_max: the latest time (exclusive) a record of the loop may have:
  * what the output holds (classic pcap: 32-bit seconds; pcapng: 64-bit
  * ticks) and what keeps time differences within 63 bits (gaps above 2**62
@@ -1060,11 +1164,11 @@ static uint32_t ipv6_l4(const uint8_t *f, uint32_t l3, uint32_t cap, uint32_t *p
 #define TS_MAX_NG (1LL << 62)
 
 /* The record header step for a classic pcap record at offset off of buf:
- * its frame (*f, *cap bytes) and time *ts (ns) when captured == original
- * length, the frame within buf and the fraction within a second; 0 when
- * not. */
+ * its frame (*f, *cap bytes captured, *orig on the wire) and time *ts (ns)
+ * when captured <= original length, the frame within buf and the fraction
+ * within a second; 0 when not. */
 static int pcap_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_ssize_t off,
-                       const uint8_t **f, uint32_t *cap, int64_t *ts)
+                       const uint8_t **f, uint32_t *cap, uint32_t *orig, int64_t *ts)
 {
     if (off < 0 || off + 16 > blen)
         return 0;
@@ -1075,25 +1179,26 @@ static int pcap_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_
         h[0] = bswap32(h[0]); h[1] = bswap32(h[1]);
         h[2] = bswap32(h[2]); h[3] = bswap32(h[3]);
     }
-    if (h[2] != h[3] || off + 16 + (Py_ssize_t)h[2] > blen)
+    if (h[2] > h[3] || off + 16 + (Py_ssize_t)h[2] > blen)
         return 0;
     if ((int64_t)h[1] * e->in_mul >= 1000000000)
         return 0;               /* a fraction of a second out of range */
     *f = r + 16;
     *cap = h[2];
+    *orig = h[3];
     *ts = (int64_t)h[0] * 1000000000 + (int64_t)h[1] * e->in_mul;
     return 1;
 }
 
 /* The record header step for an enhanced packet block at offset off of buf
- * (checked by the reader: pcapgro/capture/pcapng.py): its frame and time
- * ((ticks_hi << 32 | ticks_lo) * in_mul + in_off ns) when it has no
- * options (block length 32 + the captured length padded to 4), is of
- * interface in_iface, captured == original length, and its time is one
+ * (checked by the reader: pcapgro/capture/pcapng.py): its frame, lengths
+ * and time ((ticks_hi << 32 | ticks_lo) * in_mul + in_off ns) when it has
+ * no options (block length 32 + the captured length padded to 4), is of
+ * interface in_iface, captured <= original length, and its time is one
  * the output holds (0 <= ts < ts_max); 0 when not (an EPB with options is
  * the Python engine's: its Packet keeps them). */
 static int epb_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_ssize_t off,
-                      const uint8_t **f, uint32_t *cap, int64_t *ts)
+                      const uint8_t **f, uint32_t *cap, uint32_t *orig, int64_t *ts)
 {
     if (off < 0 || off + 32 > blen)
         return 0;
@@ -1103,7 +1208,7 @@ static int epb_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_s
         for (int k = 0; k < 7; k++)
             h[k] = bswap32(h[k]);
     uint64_t bl = 32 + (((uint64_t)h[5] + 3) & ~(uint64_t)3);
-    if (h[0] != BT_EPB || h[1] != bl || h[2] != e->in_iface || h[5] != h[6]
+    if (h[0] != BT_EPB || h[1] != bl || h[2] != e->in_iface || h[5] > h[6]
             || off + (Py_ssize_t)bl > blen)
         return 0;
     uint64_t ticks = (uint64_t)h[3] << 32 | h[4];
@@ -1114,143 +1219,242 @@ static int epb_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_s
         return 0;
     *f = buf + off + 28;
     *cap = h[5];
+    *orig = h[6];
     *ts = t;
     return 1;
 }
 
-/* The link layer step (linklayer.network_layer) of frame f: Ethernet,
- * then up to MAXTAGS VLAN tags (vlan_gro_receive); Linux cooked v1 / v2;
- * raw IP; BSD loopback.  Sets *l3 (network header offset), *et (its
- * EtherType) and *tags; 0 when not handled here. */
-static int link_layer(const Engine *e, const uint8_t *f, uint32_t *l3p, uint32_t *etp,
-                      uint32_t *tagsp)
+/* The link layer step of frame f of cap bytes, as linklayer.network_layer:
+ * Ethernet and every in-band 802.1Q / 802.1ad tag after it (the TPIDs
+ * vlan_gro_receive registers for); Linux cooked v1 / v2; raw IP; BSD
+ * loopback.  Sets *l3 (network header offset), *tags and *et: 0x0800 or
+ * 0x86DD, else 0 (no IPv4 / IPv6 reachable: dev_gro_receive finds no
+ * packet_offload). */
+static void link_layer(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t *l3p,
+                       uint32_t *etp, uint32_t *tagsp)
 {
-    uint32_t l3, et, tags = 0;
+    uint32_t l3 = 0, et = 0, tags = 0;
     switch (e->linktype) {
     case 1:
-        l3 = 14;
+        if (cap < 14)
+            break;
+        l3 = 12;
         et = be16(f + 12);
         while (et == 0x8100 || et == 0x88A8) {
-            if (!e->vlan || l3 == L3MAX)
-                return 0;
-            et = be16(f + l3 + 2);
             l3 += 4;
             tags++;
+            if (cap < l3 + 2) {
+                et = 0;
+                break;
+            }
+            et = be16(f + l3);
         }
+        l3 += 2;
         break;
     case 113:                   /* LINUX_SLL: protocol at 14 */
-        l3 = 16;
-        et = be16(f + 14);
+        if (cap >= 16) {
+            l3 = 16;
+            et = be16(f + 14);
+        }
         break;
     case 276:                   /* LINUX_SLL2: protocol first */
-        l3 = 20;
-        et = be16(f);
+        if (cap >= 20) {
+            l3 = 20;
+            et = be16(f);
+        }
         break;
     case 12: case 14: case 101: case 228: case 229:     /* raw IP: the version */
-        l3 = 0;
-        et = f[0] >> 4 == 4 ? 0x0800 : f[0] >> 4 == 6 ? 0x86DD : 0;
+        if (cap)
+            et = f[0] >> 4 == 4 ? 0x0800 : f[0] >> 4 == 6 ? 0x86DD : 0;
         break;
     case 0: case 108:           /* BSD loopback: a 4-byte address family */
-        l3 = 4;
-        et = loop_family(e->linktype, f);
+        if (cap >= 4) {
+            l3 = 4;
+            et = loop_family(e->linktype, f);
+        }
         break;
-    default:
-        return 0;
     }
     *l3p = l3;
-    *etp = et;
+    *etp = et == 0x0800 || et == 0x86DD ? et : 0;
     *tagsp = tags;
-    return 1;
 }
 
-/* The frame step: the frame f of cap bytes when this loop handles it (see
- * the file comment): fills g (but for psum), returns 1; 0 when not
- * handled.  The checks of the Python reference's inet_gro_receive /
- * ipv6_gro_receive / tcp_gro_receive (pcapgro/gro/ipv4.py, ipv6.py,
- * tcp.py, udp.py) for this one case. */
-static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, Seg *g)
+static inline int rx_pass(Seg *g, int reason)
 {
-    if (cap < 20 + 8)
-        return 0;
-    uint32_t l3, et, tags;
-    if (!link_layer(e, f, &l3, &et, &tags))
-        return 0;
-    uint32_t l4, frag = 0, proto;
-    if (et == 0x0800) {
-        /* inet_gro_receive: no options, no fragment, good header checksum,
-         * total length = the frame (no padding) */
-        l4 = l3 + 20;
-        if (l4 + 8 > cap || f[l3] != 0x45)
-            return 0;
-        proto = f[l3 + 9];
-        frag = be16(f + l3 + 6);
-        if (be16(f + l3 + 2) + l3 != cap || (frag & 0xBFFF) || sum16(f + l3, 20) != 0)
-            return 0;
-    } else if (et == 0x86DD && e->v6) {
-        /* ipv6_gro_receive: TCP or UDP after the extension headers,
-         * payload length = the frame */
-        l4 = ipv6_l4(f, l3, cap, &proto);
-        if (!l4 || l4 + 8 > cap || be16(f + l3 + 4) + l3 + 40 != cap)
-            return 0;
-    } else {
-        return 0;
+    g->pass = reason;
+    return RX_PASS;
+}
+
+/* inet_gro_receive (ipv4.py receive) up to its L4 handler, for the IPv4
+ * header at g->l3: header cut short (skb_gro_header), no inet_offloads
+ * handler for the protocol, options (*(u8 *)iph != 0x45), a fragment
+ * (ip_is_fragment), a bad header checksum (ip_fast_csum) pass; a total
+ * length other than the bytes on the wire or the reserved bit set the L3
+ * flush.  RX_NO: a protocol whose handler is not TCP / UDP (a tunnel). */
+static int rx_ipv4(const Engine *e, Seg *g, uint32_t *proto)
+{
+    const uint8_t *f = g->f;
+    uint32_t l3 = g->l3;
+    if (g->n < l3 + 20)
+        return rx_pass(g, P_TRUNCATED);
+    uint32_t p = f[l3 + 9];
+    if (!e->inet[p])
+        return rx_pass(g, P_NO_HANDLER);
+    if (e->inet[p] != 1)
+        return RX_NO;
+    if (f[l3] != 0x45)
+        return rx_pass(g, P_IP_OPTIONS);
+    uint32_t frag = be16(f + l3 + 6);
+    if (frag & 0x3FFF)
+        return rx_pass(g, P_FRAGMENT);
+    if (sum16(f + l3, 20))
+        return rx_pass(g, P_BAD_IP_CSUM);
+    g->flush_l3 = be16(f + l3 + 2) != g->orig - l3 || (frag & 0x8000);
+    g->df = frag & 0x4000;
+    g->l4 = l3 + 20;
+    *proto = p;
+    return RX_SEG;
+}
+
+/* ipv6_gro_receive (ipv6.py receive) up to its L4 handler, for the IPv6
+ * header at g->l3: Hop-by-Hop, Routing and Destination Options headers
+ * walked (ipv6_gso_pull_exthdrs); a header cut short, a Fragment header, a
+ * protocol without an inet6_offloads handler (behind extension headers:
+ * ext_header) pass; a payload length other than the bytes on the wire sets
+ * the L3 flush.  RX_NO: a tunnel, more than EXTMAX bytes of extension
+ * headers (this loop's limit), or BIG TCP (the jumbo header is the Python
+ * engine's). */
+static int rx_ipv6(const Engine *e, Seg *g, uint32_t *proto)
+{
+    const uint8_t *f = g->f;
+    uint32_t l3 = g->l3, cap = g->n;
+    if (cap < l3 + 40)
+        return rx_pass(g, P_TRUNCATED);
+    uint32_t off = l3 + 40, nh = f[l3 + 6];
+    while (nh == 0 || nh == 43 || nh == 60) {
+        if (cap < off + 8)
+            return rx_pass(g, P_TRUNCATED);
+        nh = f[off];
+        off += (uint32_t)(f[off + 1] + 1) << 3;
     }
-    uint32_t hl;
-    if (proto == 6) {
-        if (l4 + 20 > cap)
-            return 0;
-        hl = (uint32_t)(f[l4 + 12] >> 4) << 2;
-        if (hl < 20 || l4 + hl > cap)
-            return 0;
-    } else if (proto == 17) {
-        /* checksum 0 (IPv4: none) is the Python engine's */
-        if (!be16(f + l4 + 6))
-            return 0;
-        hl = 8;
-        g->ulen = be16(f + l4 + 4);
-    } else {
-        return 0;
-    }
+    if (nh == 44)
+        return rx_pass(g, P_FRAGMENT);
+    if (!e->inet[nh])
+        return rx_pass(g, off == l3 + 40 ? P_NO_HANDLER : P_EXT_HEADER);
+    if (cap < off)
+        return rx_pass(g, P_TRUNCATED);
+    if (e->inet[nh] != 1 || off - l3 - 40 > EXTMAX || !e->v6)
+        return RX_NO;
+    g->flush_l3 = be16(f + l3 + 4) != g->orig - l3 - 40;
+    g->df = 0;
+    g->l4 = off;
+    *proto = nh;
+    return RX_SEG;
+}
+
+/* tcp_gro_pull_header / udp_gro_udphdr (tcp.py parse_tcp, udp.py
+ * parse_udp) for the header at g->l4: cut short, or a TCP data offset
+ * below 5, pass */
+static int rx_l4(Seg *g, uint32_t proto)
+{
+    const uint8_t *f = g->f;
+    uint32_t l4 = g->l4;
     g->udp = proto == 17;
+    if (g->udp) {
+        if (g->n < l4 + 8)
+            return rx_pass(g, P_TRUNCATED);
+        g->hl = 8;
+        g->ulen = be16(f + l4 + 4);
+        g->ucsum = be16(f + l4 + 6);
+        return RX_SEG;
+    }
+    if (g->n < l4 + 20)
+        return rx_pass(g, P_TRUNCATED);
+    uint32_t hl = (uint32_t)(f[l4 + 12] >> 4) << 2;
+    if (hl < 20)
+        return rx_pass(g, P_BAD_TCP_HEADER);
+    if (g->n < l4 + hl || g->orig < l4 + hl)
+        return rx_pass(g, P_TRUNCATED);
+    g->hl = hl;
+    return RX_SEG;
+}
+
+/* The frame step (dev_gro_receive down to the L4 handler's header pull),
+ * frame f of cap bytes captured, orig on the wire: RX_SEG with g filled
+ * (but for psum and seg_fields') when it is a segment for the GRO lists,
+ * RX_PASS when the reference passes it before flow matching (g->pass),
+ * RX_NO when this loop does not handle it (see the file comment).  The
+ * checks of pcapgro/gro/engine.py _parse, ipv4.py, ipv6.py, tcp.py and
+ * udp.py, in their order. */
+static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t orig, Seg *g)
+{
+    uint32_t et, tags, proto = 0;
     g->f = f;
     g->n = cap;
-    g->hl = hl;
-    g->l3 = l3;
-    g->l4 = l4;
+    g->orig = orig;
+    link_layer(e, f, cap, &g->l3, &et, &tags);
+    if (!et)
+        return rx_pass(g, P_NOT_IP);
+    if (tags && !e->vlan)
+        return rx_pass(g, P_NO_HANDLER);    /* no vlan_gro_receive */
+    if (tags > MAXTAGS)
+        return RX_NO;
     g->tags = tags;
     g->v6 = et == 0x86DD;
-    g->ext = g->v6 ? l4 - l3 - 40 : 0;
-    g->pay = l4 + hl;
+    int r = g->v6 ? rx_ipv6(e, g, &proto) : rx_ipv4(e, g, &proto);
+    if (r == RX_SEG)
+        r = rx_l4(g, proto);
+    if (r != RX_SEG)
+        return r;
+    if (cap != orig)
+        return RX_NO;           /* cut by a snaplen: the Python engine's */
+    g->ext = g->v6 ? g->l4 - g->l3 - 40 : 0;
+    g->pay = g->l4 + g->hl;
     g->L = cap - g->pay;
     g->psum = 0;
     g->partial = 0;
-    g->df = frag & 0x4000;
-    return 1;
+    return RX_SEG;
 }
 
 /* The record at offset off of buf (a classic pcap record or an EPB, as
- * in_epb says) when this loop handles it: fills g (but for psum) and *ts,
- * returns 1; 0 when not handled. */
+ * in_epb says): its time *ts and parse_frame's verdict (RX_NO as well when
+ * the record header step does not take it). */
 static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
                         Py_ssize_t off, Seg *g, int64_t *ts)
 {
     const uint8_t *f;
-    uint32_t cap;
-    if (!(e->in_epb ? epb_header : pcap_header)(e, buf, blen, off, &f, &cap, ts))
-        return 0;
-    return parse_frame(e, f, cap, g);
+    uint32_t cap, orig;
+    if (!(e->in_epb ? epb_header : pcap_header)(e, buf, blen, off, &f, &cap, &orig, ts))
+        return RX_NO;
+    return parse_frame(e, f, cap, orig, g);
 }
 
-/* The payload sum of g when checksums are verified (0 when the TCP checksum
- * is bad: not handled, returns 0) or needed for --csum valid (RFC 1624:
- * from the checksum field, or from the bytes when the field holds the
- * pseudo-header seed); the rules of pcapgro/gro/csum.py.  Returns 1 when
- * handled. */
+/* csum.verify's verdict on a segment it does not sum (no cblock): an L3
+ * flush, or a UDP datagram without a checksum (counted as skipped) */
+static int csum_skipped(Engine *e, const Seg *g, int count)
+{
+    if (!(g->flush_l3 || (g->udp && !g->ucsum)))
+        return 0;
+    if (count && g->flush_l3)
+        e->skip_l3++;
+    else if (count)
+        e->skip_cut++;
+    return 1;
+}
+
+/* The payload sum of g when checksums are verified or needed for --csum
+ * valid (RFC 1624: from the checksum field, or from the bytes when the
+ * field holds the pseudo-header seed); the rules of pcapgro/gro/csum.py
+ * (skb_gro_checksum_validate in tcp4_gro_receive / udp4_gro_receive and
+ * their IPv6 twins): a bad checksum passes (RX_PASS), else RX_SEG.
+ * count: add to the checksum counters. */
 static int seg_csum(Engine *e, Seg *g, int count)
 {
     const uint8_t *f = g->f;
     if (!(e->verify || e->csum_valid))
-        return 1;
+        return RX_SEG;
+    if (e->verify && csum_skipped(e, g, count))
+        return RX_SEG;
     uint32_t l3 = g->l3, l4 = g->l4;
     uint32_t proto = g->udp ? 17 : 6, at = g->udp ? 6 : 16;
     uint64_t pseudo = g->v6 ? sum16(f + l3 + 8, 32) + proto + (g->n - l4)
@@ -1271,16 +1475,27 @@ static int seg_csum(Engine *e, Seg *g, int count)
                 e->seed++;
             g->partial = 1;
         } else {
-            return 0;
+            if (count)
+                e->csum_bad++;
+            return rx_pass(g, g->udp ? P_BAD_UDP_CSUM : P_BAD_TCP_CSUM);
         }
         g->psum = ps;
-        return 1;
+        return RX_SEG;
     }
     if (g->udp || be16(f + l4 + at) == sd)     /* UDP: always from the bytes */
         g->psum = sum16(f + g->pay, g->L);
     else
         g->psum = (uint32_t)((0xFFFF - (pseudo + th) % 0xFFFF) % 0xFFFF);
-    return 1;
+    return RX_SEG;
+}
+
+/* parse_record, then (a segment) seg_csum: what run() does with the record
+ * at offset off of buf (RX_NO: not handled, the run ends) */
+static int classify(Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_ssize_t off, Seg *g,
+                    int64_t *ts, int count)
+{
+    int r = parse_record(e, buf, blen, off, g, ts);
+    return r == RX_SEG ? seg_csum(e, g, count) : r;
 }
 
 /* the TCP/IP fields tcp_gro_receive and inet_gro_flush / ipv6_gro_flush
@@ -1421,14 +1636,20 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
         Seg g;
         int64_t ts;
         Py_ssize_t off = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i));
-        if (!parse_record(e, buf, blen, off, &g, &ts) || !seg_csum(e, &g, 1))
+        int r = classify(e, buf, blen, off, &g, &ts, 1);
+        if (r == RX_NO)
             break;
+        /* a passed packet counts in the NAPI poll as any other */
         poll_boundary(e, ts);
         e->have_last = 1;
         e->last_ts = ts;
         e->in_poll += e->budget != 0;
-        seg_fields(&g);
-        receive(e, &g, ts, base + i);
+        if (r == RX_PASS) {
+            pass_frame(e, g.pass, g.f, g.n, g.orig, ts, base + i);
+        } else {
+            seg_fields(&g);
+            receive(e, &g, ts, base + i);
+        }
         if (e->error)
             break;
     }
@@ -1456,7 +1677,7 @@ static PyObject *Engine_scan(Engine *e, PyObject *args)
         Seg g;
         int64_t ts;
         Py_ssize_t off = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i));
-        if (parse_record(e, view.buf, view.len, off, &g, &ts) && seg_csum(e, &g, 0)) {
+        if (classify(e, view.buf, view.len, off, &g, &ts, 0) != RX_NO) {
             if (first < 0)
                 first = i;
             if (i - first + 1 >= run)
@@ -1473,7 +1694,8 @@ static PyObject *Engine_scan(Engine *e, PyObject *args)
 
 /* stats() -> (flush counts, pass counts, verified, seed, singles, aggregates,
  * segments, hist list, aggregates by kind, segments by kind: tcp,
- * tcp_fraglist, udp, udp_fraglist); resets them */
+ * tcp_fraglist, udp, udp_fraglist, checksums bad, skipped_l3_flush,
+ * skipped_truncated); resets them */
 static PyObject *Engine_stats(Engine *e, PyObject *unused)
 {
     PyObject *fl = PyTuple_New(F_N), *pa = PyTuple_New(P_N), *hi = PyList_New((Py_ssize_t)e->hist_n);
@@ -1494,13 +1716,15 @@ static PyObject *Engine_stats(Engine *e, PyObject *unused)
         Py_XDECREF(ks);
         goto fail;
     }
-    PyObject *r = Py_BuildValue("NNKKKKKNNN", fl, pa, (unsigned long long)e->verified,
+    PyObject *r = Py_BuildValue("NNKKKKKNNNKKK", fl, pa, (unsigned long long)e->verified,
                                 (unsigned long long)e->seed, (unsigned long long)e->singles,
                                 (unsigned long long)e->aggregates, (unsigned long long)e->segs, hi,
-                                ka, ks);
+                                ka, ks, (unsigned long long)e->csum_bad,
+                                (unsigned long long)e->skip_l3, (unsigned long long)e->skip_cut);
     memset(e->flush, 0, sizeof e->flush);
     memset(e->pass, 0, sizeof e->pass);
     e->verified = e->seed = e->singles = e->aggregates = e->segs = 0;
+    e->csum_bad = e->skip_l3 = e->skip_cut = 0;
     memset(e->kind_aggs, 0, sizeof e->kind_aggs);
     memset(e->kind_segs, 0, sizeof e->kind_segs);
     e->hist_n = 0;

@@ -14,8 +14,10 @@ cost; in CPython they cost ~100 times more.
 
 The Python engine (:class:`pcapgro.gro.engine.GROEngine`) stays the
 reference and is in charge: it gives a chunk to the compiled loop only when
-it holds nothing itself, the loop stops at the first record it does not
-handle (see ``_native.c`` for which), and the aggregates it holds then are
+it holds nothing itself; the loop passes up what GRO passes unchanged (ARP,
+ICMP, fragments, bad checksums..., under the reference's Pass reasons) and
+stops at the first record it does not handle (see ``_native.c`` for which:
+a tunnel, a segment cut by a snaplen...), and the aggregates it holds then are
 handed over as :class:`pcapgro.gro.seg.Agg` objects
 (:meth:`CEngine.release`, ``GROEngine.adopt``), so the Python engine
 continues exactly where it stopped; at a poll start after an arrival gap
@@ -46,6 +48,7 @@ import os
 from ..capture import _stream
 from ..record import Packet, RawBlocks, RawRecords
 from .flush import Flush, Pass
+from .offload import inet_offload
 from .stats import KINDS          # the C loop's kind order
 
 try:  # the extension is optional (no C compiler at install time)
@@ -188,7 +191,7 @@ class CEngine:
                               gro_flush_timeout=min(cfg.gro_flush_timeout, 1 << 62),
                               napi_budget=cfg.napi_budget, budget_old_only=cfg.hz >= 1000,
                               local_ports=_port_set(cfg.local_ports),
-                              **ng)
+                              inet_handlers=_inet_handlers(), **ng)
 
     @property
     def held(self):
@@ -255,7 +258,7 @@ class CEngine:
     def collect(self, st):
         """Add the loop's counters to GROStats ``st`` (and reset them)."""
         (flush, passed, verified, seed, singles, aggs, segs, hist, kind_aggs,
-         kind_segs) = self.c.stats()
+         kind_segs, bad, skip_l3, skip_cut) = self.c.stats()
         for r, v in zip(FLUSH_CODES, flush):
             if v:
                 st.flush[r] += v
@@ -266,6 +269,12 @@ class CEngine:
             st.csum["verified"] += verified
         if seed:
             st.csum["seed"] += seed
+        if bad:
+            st.csum["bad"] += bad
+        if skip_l3:
+            st.csum["skipped_l3_flush"] += skip_l3
+        if skip_cut:
+            st.csum["skipped_truncated"] += skip_cut
         st.singles += singles
         if aggs:
             st.aggregates += aggs
@@ -313,6 +322,18 @@ def _epb_args(lb):
     """The run() / scan() arguments after the link type for chunk ``lb``:
     none for classic pcap records, (iface, offset ns) for EPBs."""
     return (lb.iface, lb.tsoff) if lb.epb else ()
+
+
+def _inet_handlers():
+    """The loop's table of IP protocols (256 bytes): 0 without a GRO handler
+    in the offload table (passed: no_handler), 1 TCP / UDP, 2 another
+    handler's (a tunnel's: the reference path takes it)."""
+    table = bytearray(256)
+    for p in range(256):
+        off = inet_offload(p)
+        if off is not None:
+            table[p] = 1 if off.name in ("tcp", "udp") else 2
+    return bytes(table)
 
 
 def _port_set(ports):
