@@ -1,0 +1,153 @@
+"""The packets GRO passes up unchanged (ARP, ICMP, fragments, IP options,
+bad checksums, cut headers, the L3 flush...) go through the compiled core
+itself, not the reference path (issue 16): interleaved with bulk flows
+whose aggregates are held, under every configuration the core models,
+the core takes every record (``GROEngine.py_records == 0``) and writes
+what the reference path writes, byte for byte, with the same statistics
+(pcap output, and annotated pcapng: the passed packets that overtake held
+ones carry their position).
+"""
+
+import io
+import random
+import tempfile
+
+import pytest
+
+from pcapgro import pipeline
+from pcapgro.capture.pcap import PcapReader, PcapWriter
+from pcapgro.capture.pcapng import PcapngWriter
+from pcapgro.gro import GROConfig, GROEngine, cfast
+from pcapgro.record import Packet
+
+from pktbuild import ACK, Flow, arp_frame, frag6
+from test_rule_list import _poke, _write, _write_ng
+
+pytestmark = pytest.mark.skipif(not cfast.available(),
+                                reason="compiled extension pcapgro._native not built")
+
+US = 1000
+T0 = 1_700_000_000 * 10**9
+
+
+def _arp(f, seq, k):
+    d = arp_frame()
+    return Packet(0, d, len(d))
+
+
+# what a segment of flow f at sequence offset seq becomes: a packet the
+# reference passes before flow matching, or one that sets the L3 flush
+SPECIALS = [
+    _arp,
+    lambda f, seq, k: Packet(0, arp_frame()[:10], len(arp_frame())),        # cut: not_ip
+    lambda f, seq, k: _poke(f.pkt(seq, 100), 23, b"\x01"),                  # ICMP: no_handler
+    lambda f, seq, k: f.pkt(seq, 100, ip_options=b"\x01\x01\x01\x00"),
+    lambda f, seq, k: f.pkt(seq, 100, mf=True),
+    lambda f, seq, k: f.pkt(seq, 100, frag_off=8),
+    lambda f, seq, k: f.pkt(seq, 100, ip_csum="bad"),
+    lambda f, seq, k: f.pkt(seq, 100, csum="bad"),
+    lambda f, seq, k: f.pkt(seq, 100, doff=4),
+    lambda f, seq, k: f.pkt(seq, 100, snaplen=30),                          # truncated
+    lambda f, seq, k: f.pkt(seq, 100, snaplen=14 + 20 + 12),                # TCP cut
+    lambda f, seq, k: f.pkt(seq, 1000, evil=True),                          # L3 flush
+    lambda f, seq, k: f.pkt(seq, 10, pad_to=60),                            # padding
+    lambda f, seq, k: f.pkt(seq, 1000, tot_len=900),
+    lambda f, seq, k: f.pkt(seq, 0, pad_to=60),                             # pure ACK, padded
+    lambda f, seq, k: Flow(6).pkt(0, 100, exthdrs=[frag6()]),
+    lambda f, seq, k: _poke(Flow(6, exthdrs=[(60, b"\0" * 6)]).pkt(0, 100), 54, b"\x32",
+                            ip_fix=False),                                  # ext_header
+    lambda f, seq, k: Flow(6).pkt(0, 100, snaplen=14 + 30),
+    lambda f, seq, k: _poke(Flow(4, sport=99).udp(100), 40, b"\0\0", ip_fix=False),
+    lambda f, seq, k: _poke(Flow(4, sport=98).udp(100), 40, b"\x12\x34", ip_fix=False),
+    lambda f, seq, k: Flow(4, sport=97).udp(100, pad_to=300),              # udp_length
+    lambda f, seq, k: Flow(4, sport=96).udp(100, evil=True),
+]
+
+
+def mixed(seed, n=600, p=0.12):
+    """Bulk TCP flows (IPv4 and IPv6) and a UDP flow, 10 us apart with now
+    and then a poll gap, a share ``p`` of the packets one of SPECIALS
+    (built on a flow whose aggregate is likely held)."""
+    rnd = random.Random(seed)
+    flows = [[Flow(4, sport=1000 + i, ipid="inc"), 0] for i in range(3)]
+    flows.append([Flow(6, sport=2000), 0])
+    udp = Flow(4, sport=96, ipid="inc")
+    out = []
+    ts = T0
+    for k in range(n):
+        ts += 10 * US if rnd.random() > 0.01 else 5_000_000
+        fl = rnd.choice(flows)
+        f, seq = fl
+        if rnd.random() < p:
+            pkt = rnd.choice(SPECIALS)(f if f.family == 4 else flows[0][0],
+                                       seq if f.family == 4 else flows[0][1], k)
+        elif rnd.random() < 0.15:
+            pkt = udp.udp(rnd.choice([100, 100, 100, 60]))
+        else:
+            pkt = f.pkt(seq, 1000, ACK)
+            fl[1] += 1000
+        out.append(Packet(ts, pkt.data, pkt.orig_len, pkt.iface, pkt.linktype))
+    return out
+
+
+def _merge(pkts, compiled, annotate, **cfg):
+    """(output bytes, stats, GROEngine) of merge over ``pkts`` written as a
+    classic pcap; to pcap, or annotated pcapng."""
+    src = io.BytesIO()
+    _write(pkts, src)
+    eng = GROEngine(GROConfig(annotate=annotate, compiled=compiled, **cfg))
+    with tempfile.TemporaryFile() as f:
+        w = PcapngWriter(f) if annotate else PcapWriter(f)
+        pipeline.run(PcapReader(io.BytesIO(src.getvalue())), w, eng.process)
+        w.close()
+        f.seek(0)
+        return f.read(), eng.stats.to_dict(), eng
+
+
+CONFIGS = [dict(), dict(verify_csum=False), dict(csum="kernel"), dict(udp="gro"),
+           dict(fraglist=True), dict(fraglist=True, udp="gro", verify_csum=False),
+           dict(napi_budget=5), dict(gro_flush_timeout=20 * US, hz=1000),
+           dict(hash="none", gro_max_size=3000)]
+
+
+@pytest.mark.parametrize("annotate", [False, True])
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items())
+                         or "default")
+@pytest.mark.parametrize("seed", [1, 2])
+def test_passes_stay_in_the_compiled_core(seed, cfg, annotate):
+    pkts = mixed(seed)
+    ref, ref_st, _ = _merge(pkts, False, annotate, **cfg)
+    got, got_st, eng = _merge(pkts, True, annotate, **cfg)
+    # only the segments cut by a snaplen (and whatever the reference path
+    # then takes up to the next poll start) are handed over
+    cut = [p for p in pkts if len(p.data) < p.orig_len and len(p.data) >= 14 + 20 + 20
+           and p.data[12:14] == b"\x08\x00"]
+    if not cut:
+        assert eng.py_records == 0
+    assert got_st == ref_st
+    assert got == ref
+    passed = ref_st["pass_reasons"]
+    assert passed["not_ip"] and passed["fragment"] and passed["truncated"]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS[:5])
+def test_every_pass_without_a_hand_over(cfg):
+    # SPECIALS but the cut TCP segment: the core takes every record
+    specials = [s for k, s in enumerate(SPECIALS) if k != 10]
+    rnd = random.Random(7)
+    pkts = []
+    flow = Flow(4, sport=1000, ipid="inc")
+    ts = T0
+    for k in range(400):
+        ts += 10 * US
+        if k % 4 == 3:
+            p = rnd.choice(specials)(flow, 1000 * k, k)
+        else:
+            p = flow.pkt(1000 * k, 1000, ACK)
+        pkts.append(Packet(ts, p.data, p.orig_len, p.iface, p.linktype))
+    for annotate in (False, True):
+        ref, ref_st, _ = _merge(pkts, False, annotate, **cfg)
+        got, got_st, eng = _merge(pkts, True, annotate, **cfg)
+        assert eng.py_records == 0
+        assert (got, got_st) == (ref, ref_st)
+        assert ref_st["aggregates"] > 0
