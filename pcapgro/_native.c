@@ -51,7 +51,8 @@
  *   net/ipv4/udp_offload.c udp_gro_receive_segment (UDP length, longer
  *                        datagram, size within 65536, 64 datagrams, a
  *                        shorter one ends the aggregate), udp_gro_complete
- *   net/ipv6/ip6_offload.c, tcpv6_offload.c, udpv6 (IPv6 twins)
+ *   net/ipv6/ip6_offload.c, tcpv6_offload.c, udpv6 (IPv6 twins;
+ *                        ipv6_gro_complete's jumbo header for BIG TCP)
  *   net/core/gro.c       skb_gro_receive_list and the fraglist branches of
  *                        tcp_gro_receive / udp_gro_receive_segment (rx-gro-list:
  *                        the whole flag word, ip_summed, 64 packets, 65536
@@ -79,8 +80,9 @@
  *     when VLAN GRO is on), Linux cooked (SLL, SLL2), raw IP or BSD
  *     loopback (NULL, LOOP), then IPv4 (header 0x45, TCP or UDP) or IPv6
  *     (Hop-by-Hop, Routing and Destination Options headers walked, up to
- *     256 bytes of them, compared within a flow; only while gro_max_size
- *     keeps an aggregate's payload length within 16 bits), then TCP or UDP
+ *     256 bytes of them, compared within a flow; an aggregate's payload
+ *     length above 65535, BIG TCP, gets a jumbo Hop-by-Hop header as 6.18
+ *     inserts it: ipv6_jumbo), then TCP or UDP
  *     (fraglist with --fraglist, else standard GRO with --udp gro, else
  *     passed; with --fraglist a flow to a --local-port takes standard GRO:
  *     TCP always, UDP with --udp gro), captured whole.  An IP length other
@@ -93,8 +95,8 @@
  *     an L3 flush or a UDP checksum 0 is not summed (counted skipped).
  * Anything else ends the run: a tunnel (an IP protocol whose GRO handler
  * is not TCP / UDP: inet_handlers), three or more VLAN tags, over 256
- * bytes of IPv6 extension headers, IPv6 segments with BIG TCP, a segment
- * cut by a snaplen, an EPB with options.
+ * bytes of IPv6 extension headers, a segment cut by a snaplen, an EPB with
+ * options.
  *
  * Checksums are one's-complement sums kept mod 0xFFFF (RFC 1071, RFC 1624),
  * with the edge cases of pcapgro/checksum.py (fold, checksum).
@@ -112,6 +114,7 @@
 #define MAXHELD (NBUCKETS * MAXPER)
 #define MAXTAGS 2           /* VLAN tags handled here (802.1Q / 802.1ad) */
 #define L3MAX (14 + 4 * MAXTAGS)
+#define JUMBO_HBH 8         /* the Hop-by-Hop jumbo header of IPv6 BIG TCP */
 #define EXTMAX 256          /* bytes of IPv6 extension headers handled here */
 #define HDRMAX (L3MAX + 40 + EXTMAX + 60)   /* Ethernet, tags, IPv6, TCP 60 */
 #define KEYMAX 64           /* MAC header, [IPv6 word 0], addresses, ports,
@@ -216,7 +219,7 @@ typedef struct {
     /* configuration */
     uint32_t limit;
     int64_t gap, jiffy;
-    int verify, csum_valid, hash_flow, vlan, v6;
+    int verify, csum_valid, hash_flow, vlan;
     int linktype;           /* of the records of the current run() / scan() */
     int udp_gro;            /* UDP datagrams take standard GRO (--udp gro) */
     int fraglist;           /* rx-gro-list: TCP and UDP flows take fraglist GRO */
@@ -500,7 +503,7 @@ static void bucket_remove(Engine *e, int slot)
 
 /* gro_complete + napi_gro_complete: hand a held packet up at time t, or at
  * last_out_ts (the latest time written) if t is earlier */
-static void complete_headers(Engine *e, const Agg *a, uint8_t *d);
+static uint32_t complete_headers(Engine *e, const Agg *a, uint8_t *d);
 
 static void complete(Engine *e, int slot, int reason, int64_t t)
 {
@@ -512,18 +515,20 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
     if (t < e->last_out_ts)
         t = e->last_out_ts;
     e->last_out_ts = t;
-    uint32_t n = a->hlen + (uint32_t)(a->paylen + a->reflen);
-    /* the headers as written (completed below for an aggregate) */
-    uint8_t hdr[HDRMAX];
+    /* the headers as written (completed below for an aggregate; IPv6 BIG
+     * TCP: ins bytes of jumbo Hop-by-Hop header inserted) */
+    uint8_t hdr[HDRMAX + JUMBO_HBH];
+    uint32_t ins = 0;
     memcpy(hdr, a->hdr, a->hlen);
     const sbuf *opt = NULL;
     if (a->count == 1) {
         opt = position_opts(e, a->head_idx, a->head_ts);
     } else {
-        complete_headers(e, a, hdr);
+        ins = complete_headers(e, a, hdr);
         if (e->ng && e->annotate) {
             if (ng_aggregate(&e->opts, &e->txt, a->count, a->mss, (long long)a->head_idx,
-                             (long long)a->head_ts, a->head_L, a->hdr, a->hlen, hdr, a->hlen,
+                             (long long)a->head_ts, a->head_L, a->hdr, a->hlen, hdr,
+                             a->hlen + ins,
                              &a->rows, a->flist ? (a->udp ? "fraglist UDP" : "fraglist TCP")
                                                 : (a->udp ? "UDP" : "TCP"), e->ng_swap) < 0) {
                 PyErr_Clear();
@@ -532,11 +537,12 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
             opt = &e->opts;
         }
     }
+    uint32_t hn = a->hlen + ins, n = hn + (uint32_t)(a->paylen + a->reflen);
     uint8_t *d = out_record(e, t, n, opt);
     if (!d)
         return;
-    memcpy(d, hdr, a->hlen);
-    uint8_t *q = d + a->hlen;
+    memcpy(d, hdr, hn);
+    uint8_t *q = d + hn;
     memcpy(q, a->pay, a->paylen);
     q += a->paylen;
     for (int k = 0; k < a->nrefs; k++) {
@@ -565,23 +571,48 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
     e->hist[e->hist_n++] = a->count;
 }
 
-/* inet_gro_complete / ipv6_gro_complete and tcp4_gro_complete /
- * tcp6_gro_complete on the aggregate's headers written at d */
-static void complete_headers(Engine *e, const Agg *a, uint8_t *d)
+/* ipv6_gro_complete's BIG TCP branch (ipv6.py complete_header): an
+ * aggregate whose payload length exceeds 65535 gets a Hop-by-Hop header
+ * with a Jumbo Payload option right after the fixed header (6.18; the
+ * payload length field 0, next header 0); d holds hlen bytes of headers.
+ * Returns the bytes inserted: 8, or 0 (the payload length written). */
+static uint32_t ipv6_jumbo(uint8_t *d, uint32_t l3, uint32_t hlen, uint32_t plen)
 {
-    uint32_t l3 = a->l3, l4, c;
+    if (plen <= 0xFFFF) {
+        d[l3 + 4] = (uint8_t)(plen >> 8);
+        d[l3 + 5] = (uint8_t)plen;
+        return 0;
+    }
+    uint8_t *x = d + l3 + 40;
+    memmove(x + JUMBO_HBH, x, hlen - l3 - 40);
+    uint32_t jl = plen + JUMBO_HBH;
+    x[0] = d[l3 + 6];
+    x[1] = 0;
+    x[2] = 0xC2;                /* IPV6_TLV_JUMBO */
+    x[3] = 4;
+    x[4] = (uint8_t)(jl >> 24); x[5] = (uint8_t)(jl >> 16);
+    x[6] = (uint8_t)(jl >> 8); x[7] = (uint8_t)jl;
+    d[l3 + 4] = d[l3 + 5] = d[l3 + 6] = 0;
+    return JUMBO_HBH;
+}
+
+/* inet_gro_complete / ipv6_gro_complete and tcp4_gro_complete /
+ * tcp6_gro_complete on the aggregate's headers written at d (room for
+ * JUMBO_HBH more); returns the bytes inserted (IPv6 BIG TCP) */
+static uint32_t complete_headers(Engine *e, const Agg *a, uint8_t *d)
+{
+    uint32_t l3 = a->l3, l4, c, ins = 0;
     uint32_t l3len = a->size - 4 * a->tags;  /* size counts the tags */
     uint64_t l4len, pseudo;
     uint32_t proto = a->udp ? 17 : 6, at = a->udp ? 6 : 16;
     if (a->v6) {
-        /* payload length (run() handles IPv6 only where it fits 16 bits),
-         * extension headers included */
-        uint32_t plen = l3len - 40;
+        /* payload length, extension headers included (or the jumbo
+         * header); the pseudo-header counts the L4 length as 32 bits */
         l4 = a->l4;
         l4len = l3len - (l4 - l3);
-        d[l3 + 4] = (uint8_t)(plen >> 8);
-        d[l3 + 5] = (uint8_t)plen;
-        pseudo = sum16(d + l3 + 8, 32) + proto + l4len;
+        pseudo = sum16(d + l3 + 8, 32) + proto + (l4len >> 16) + (l4len & 0xFFFF);
+        ins = ipv6_jumbo(d, l3, a->hlen, l3len - 40);
+        l4 += ins;
     } else {
         /* total length (0 above 65535: BIG TCP), header checksum */
         uint32_t tot = l3len <= 0xFFFF ? l3len : 0;
@@ -607,14 +638,14 @@ static void complete_headers(Engine *e, const Agg *a, uint8_t *d)
     /* the checksum: the pseudo-header seed (kernel; fraglist: the first
      * packet's stays) or valid */
     if (!e->csum_valid && a->flist)
-        return;
+        return ins;
     if (!e->csum_valid) {
         uint32_t f = (uint32_t)(pseudo % 0xFFFF);   /* fold(): the seed */
         c = f ? f : 0xFFFF;
     } else {
         d[l4 + at] = d[l4 + at + 1] = 0;
         uint64_t ps = a->head_psum + (uint64_t)(a->head_L & 1 ? a->tail_psum * 256u : a->tail_psum);
-        uint64_t s = pseudo + sum16(d + l4, a->hlen - l4) + ps;
+        uint64_t s = pseudo + sum16(d + l4, a->hlen + ins - l4) + ps;
         uint32_t rr = (uint32_t)(s % 0xFFFF);
         c = rr ? 0xFFFF - rr : 0;          /* ~fold(s), s > 0 */
         if (!c && a->udp)
@@ -622,6 +653,7 @@ static void complete_headers(Engine *e, const Agg *a, uint8_t *d)
     }
     d[l4 + at] = (uint8_t)(c >> 8);
     d[l4 + at + 1] = (uint8_t)c;
+    return ins;
 }
 
 static void flush_all(Engine *e, int reason, int64_t t)
@@ -1118,9 +1150,6 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
     e->csum_valid = csum_valid;
     e->hash_flow = hash_flow;
     e->vlan = vlan;
-    /* an IPv6 aggregate's payload length must fit 16 bits: a larger limit
-     * (BIG TCP) adds a Hop-by-Hop jumbo header, left to the Python engine */
-    e->v6 = e->limit <= 0xFFFF + 41;   /* size < limit: 40 + payload <= limit - 1 */
     return 0;
 }
 
@@ -1321,9 +1350,8 @@ static int rx_ipv4(const Engine *e, Seg *g, uint32_t *proto)
  * walked (ipv6_gso_pull_exthdrs); a header cut short, a Fragment header, a
  * protocol without an inet6_offloads handler (behind extension headers:
  * ext_header) pass; a payload length other than the bytes on the wire sets
- * the L3 flush.  RX_NO: a tunnel, more than EXTMAX bytes of extension
- * headers (this loop's limit), or BIG TCP (the jumbo header is the Python
- * engine's). */
+ * the L3 flush.  RX_NO: a tunnel, or more than EXTMAX bytes of extension
+ * headers (this loop's limit). */
 static int rx_ipv6(const Engine *e, Seg *g, uint32_t *proto)
 {
     const uint8_t *f = g->f;
@@ -1343,7 +1371,7 @@ static int rx_ipv6(const Engine *e, Seg *g, uint32_t *proto)
         return rx_pass(g, off == l3 + 40 ? P_NO_HANDLER : P_EXT_HEADER);
     if (cap < off)
         return rx_pass(g, P_TRUNCATED);
-    if (e->inet[nh] != 1 || off - l3 - 40 > EXTMAX || !e->v6)
+    if (e->inet[nh] != 1 || off - l3 - 40 > EXTMAX)
         return RX_NO;
     g->flush_l3 = be16(f + l3 + 4) != g->orig - l3 - 40;
     g->df = 0;
