@@ -10,7 +10,10 @@ ones carry their position).
 
 import io
 import random
+import subprocess
+import sys
 import tempfile
+import time
 
 import pytest
 
@@ -21,7 +24,8 @@ from pcapgro.gro import GROConfig, GROEngine, cfast
 from pcapgro.record import Packet
 
 from pktbuild import ACK, Flow, arp_frame, frag6
-from test_rule_list import _poke, _write, _write_ng
+from test_live import ROOT_OK, netns  # noqa: F401 (the namespaces fixture)
+from test_rule_list import _poke, _write
 
 pytestmark = pytest.mark.skipif(not cfast.available(),
                                 reason="compiled extension pcapgro._native not built")
@@ -151,3 +155,82 @@ def test_every_pass_without_a_hand_over(cfg):
         assert eng.py_records == 0
         assert (got, got_st) == (ref, ref_st)
         assert ref_st["aggregates"] > 0
+
+
+# ------------------------------------------------- a real capture (root)
+
+SERVER = """
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.77.0.2", 5301)); s.listen(1); print("ready", flush=True)
+c, _ = s.accept()
+while c.recv(1 << 16):
+    pass
+"""
+
+CLIENT = """
+import socket
+c = socket.create_connection(("10.77.0.2", 5301))
+buf = bytes(1 << 16)
+for _ in range(400):
+    c.sendall(buf)
+c.close()
+"""
+
+# ICMP echo requests (the peer answers them) while the transfer runs, and
+# the neighbour cache flushed now and then: ARP requests and replies
+PINGER = """
+import socket, struct, subprocess, time
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+for i in range(200):
+    b = struct.pack("!BBHHH", 8, 0, 0, 0x77, i) + bytes(56)
+    t = sum(struct.unpack("!32H", b)); t = (t & 0xFFFF) + (t >> 16); t += t >> 16
+    s.sendto(b[:2] + struct.pack("!H", ~t & 0xFFFF) + b[4:], ("10.77.0.2", 0))
+    if i % 40 == 20:
+        subprocess.run(["ip", "neigh", "flush", "dev", "va"])
+    time.sleep(0.002)
+"""
+
+
+@pytest.mark.root
+@pytest.mark.skipif(not ROOT_OK, reason="needs root, ip (iproute2) and tcpdump")
+def test_real_capture_with_arp_and_icmp_merges_in_c(netns, tmp_path):
+    # a capture taken on a veth between two namespaces of this test (the
+    # fixture of test_live.py): a TCP bulk transfer with ICMP echoes and
+    # ARP interleaved merges without one hand-over, byte for byte as the
+    # reference path merges it
+    a, b = netns
+    cap = tmp_path / "wire.pcap"
+    ex = ("ip", "netns", "exec")
+    srv = subprocess.Popen([*ex, b, sys.executable, "-c", SERVER], stdout=subprocess.PIPE)
+    srv.stdout.readline()
+    dump = subprocess.Popen([*ex, a, "tcpdump", "-i", "va", "-n", "-s", "0", "-U", "-w",
+                             str(cap)], stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    ping = subprocess.Popen([*ex, a, sys.executable, "-c", PINGER])
+    subprocess.run([*ex, a, sys.executable, "-c", CLIENT], check=True, timeout=60)
+    ping.wait(timeout=60)
+    srv.wait(timeout=60)
+    time.sleep(0.5)
+    dump.terminate()
+    dump.wait(timeout=30)
+    with open(cap, "rb") as f:
+        pkts = [p for p in PcapReader(f) if type(p) is Packet]
+    for annotate in (False, True):
+        src = io.BytesIO()
+        _write(pkts, src)
+        outs = []
+        for compiled in (True, False):
+            eng = GROEngine(GROConfig(annotate=annotate, compiled=compiled))
+            with tempfile.TemporaryFile() as f:
+                w = PcapngWriter(f) if annotate else PcapWriter(f)
+                pipeline.run(PcapReader(io.BytesIO(src.getvalue())), w, eng.process)
+                w.close()
+                f.seek(0)
+                outs.append((f.read(), eng.stats.to_dict(), eng))
+        (got, got_st, eng), (ref, ref_st, _) = outs
+        assert eng.py_records == 0
+        assert (got, got_st) == (ref, ref_st)
+        passed = ref_st["pass_reasons"]
+        assert passed.get("not_ip", 0) >= 2 and passed.get("no_handler", 0) >= 100
+        assert ref_st["aggregates"] > 100
