@@ -85,7 +85,7 @@
  *     inserts it: ipv6_jumbo), then TCP or UDP
  *     (fraglist with --fraglist, else standard GRO with --udp gro, else
  *     passed; with --fraglist a flow to a --local-port takes standard GRO:
- *     TCP always, UDP with --udp gro), captured whole.  An IP length other
+ *     TCP always, UDP with --udp gro).  An IP length other
  *     than the bytes on the wire or the IPv4 reserved bit set the L3 flush
  *     (never held; completes its flow's aggregate: l3_flush); a UDP
  *     checksum 0 or a UDP length other than the bytes present pass at UDP
@@ -93,10 +93,14 @@
  *     UDP checksum or the pseudo-header seed of a sender's
  *     CHECKSUM_PARTIAL packet (trusted, as pcapgro/gro/csum.py) is taken;
  *     an L3 flush or a UDP checksum 0 is not summed (counted skipped).
+ *     A segment cut by a snaplen (captured < original length) counts its
+ *     lengths from the original length, is not summed (skipped_truncated)
+ *     and its aggregate keeps the payload up to the end of the first cut
+ *     segment (the rest counted as left out), with the pseudo-header seed
+ *     for a checksum (payload.payloads, complete.build).
  * Anything else ends the run: a tunnel (an IP protocol whose GRO handler
  * is not TCP / UDP: inet_handlers), three or more VLAN tags, over 256
- * bytes of IPv6 extension headers, a segment cut by a snaplen, an EPB with
- * options.
+ * bytes of IPv6 extension headers, an EPB with options.
  *
  * Checksums are one's-complement sums kept mod 0xFFFF (RFC 1071, RFC 1624),
  * with the edge cases of pcapgro/checksum.py (fold, checksum).
@@ -203,6 +207,12 @@ typedef struct {
     int nrefs;              /* then payloads still in the input chunk */
     size_t reflen;
     uint32_t head_L, count, mss, seq_next, size, word, ack, ipid;
+    /* a segment cut by a snaplen (payload.payloads): the payload is kept
+     * up to the end of the first cut one; left: captured payload bytes of
+     * later segments, left out.  head_cl: the head's captured payload */
+    int cut;
+    uint32_t head_cl;
+    uint64_t left;
     uint32_t tosttl, df;
     int fin_psh, fixedid, tail_odd;
     uint32_t head_psum, tail_psum;   /* payload sums mod 0xFFFF */
@@ -249,7 +259,8 @@ typedef struct {
     sbuf opts, txt;         /* scratch: one record's options and text */
     /* statistics since the last stats() */
     uint64_t flush[F_N], pass[P_N], verified, seed, singles, aggregates, segs;
-    uint64_t csum_bad, skip_l3, skip_cut;    /* csum.verify: bad, skipped_l3_flush,
+    uint64_t csum_bad, skip_l3, skip_cut;
+    uint64_t cut_aggs, cut_left;             /* GROStats.note_cut */    /* csum.verify: bad, skipped_l3_flush,
                                                 skipped_truncated */
     uint64_t kind_aggs[K_N], kind_segs[K_N];  /* aggregates, segs by kind */
     uint32_t *hist;
@@ -444,12 +455,6 @@ static uint8_t *out_record_cut(Engine *e, int64_t ts, uint32_t n, uint32_t orig,
     return r;
 }
 
-/* out_record_cut for a whole frame: caplen = origlen = n */
-static uint8_t *out_record(Engine *e, int64_t ts, uint32_t n, const sbuf *opt)
-{
-    return out_record_cut(e, ts, n, n, opt);
-}
-
 /* the position record of a packet handed up alone (annotated output), or
  * NULL when there is none to write */
 static const sbuf *position_opts(Engine *e, int64_t idx, int64_t ts)
@@ -479,11 +484,7 @@ static void pass_frame(Engine *e, int reason, const uint8_t *f, uint32_t n, uint
         memcpy(d, f, n);
 }
 
-static void pass_up(Engine *e, int reason, const uint8_t *f, uint32_t n, int64_t ts,
-                    int64_t idx)
-{
-    pass_frame(e, reason, f, n, n, ts, idx);
-}
+
 
 /* ------------------------------------------------------------ the lists */
 
@@ -505,6 +506,69 @@ static void bucket_remove(Engine *e, int slot)
  * last_out_ts (the latest time written) if t is earlier */
 static uint32_t complete_headers(Engine *e, const Agg *a, uint8_t *d);
 
+/* annotate.aggregate for a snaplen-cut aggregate: the aggregate comment
+ * and the TSO flag, no restore record (no exact one possible) */
+static int ng_aggregate_cut(sbuf *opts, sbuf *txt, uint32_t count, uint32_t mss,
+                            const char *proto, int swap)
+{
+    opts->n = txt->n = 0;
+    if (sb_str(txt, "pcapgro: GRO aggregate (") < 0 || sb_str(txt, proto) < 0
+            || sb_str(txt, ") of ") < 0 || sb_ll(txt, count, 0) < 0
+            || sb_str(txt, " segments, gso_size ") < 0 || sb_ll(txt, mss, 0) < 0
+            || ng_option(opts, OPT_COMMENT, txt->p, txt->n, swap) < 0)
+        return -1;
+    uint8_t fl[4];
+    ng_put32(fl, EPB_FLAG_TSO, swap);
+    if (ng_option(opts, OPT_FLAGS, fl, 4, swap) < 0)
+        return -1;
+    return ng_end(opts);
+}
+
+/* the options of aggregate a written with headers hdr (hn bytes):
+ * annotate.aggregate (pcapng, annotated), else NULL */
+static const sbuf *agg_options(Engine *e, const Agg *a, const uint8_t *hdr, uint32_t hn)
+{
+    if (!(e->ng && e->annotate))
+        return NULL;
+    const char *proto = a->flist ? (a->udp ? "fraglist UDP" : "fraglist TCP")
+                                 : (a->udp ? "UDP" : "TCP");
+    int r = a->cut ? ng_aggregate_cut(&e->opts, &e->txt, a->count, a->mss, proto, e->ng_swap)
+                   : ng_aggregate(&e->opts, &e->txt, a->count, a->mss, (long long)a->head_idx,
+                                  (long long)a->head_ts, a->head_L, a->hdr, a->hlen, hdr, hn,
+                                  &a->rows, proto, e->ng_swap);
+    if (r < 0) {
+        PyErr_Clear();
+        e->error = 1;
+    }
+    return &e->opts;
+}
+
+/* the statistics of a completed aggregate (GROStats.count_aggregate,
+ * note_cut) */
+static void count_aggregate(Engine *e, const Agg *a)
+{
+    e->aggregates++;
+    e->segs += a->count;
+    int kind = (a->udp ? K_UDP : K_TCP) + a->flist;
+    e->kind_aggs[kind]++;
+    e->kind_segs[kind] += a->count;
+    if (a->cut) {
+        e->cut_aggs++;
+        e->cut_left += a->left;
+    }
+    if (e->hist_n == e->hist_cap) {
+        size_t cap = e->hist_cap ? e->hist_cap * 2 : 1024;
+        uint32_t *h = realloc(e->hist, cap * sizeof(uint32_t));
+        if (!h) {
+            e->error = 1;
+            return;
+        }
+        e->hist = h;
+        e->hist_cap = cap;
+    }
+    e->hist[e->hist_n++] = a->count;
+}
+
 static void complete(Engine *e, int slot, int reason, int64_t t)
 {
     Agg *a = &e->aggs[slot];
@@ -520,25 +584,17 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
     uint8_t hdr[HDRMAX + JUMBO_HBH];
     uint32_t ins = 0;
     memcpy(hdr, a->hdr, a->hlen);
-    const sbuf *opt = NULL;
+    const sbuf *opt;
     if (a->count == 1) {
         opt = position_opts(e, a->head_idx, a->head_ts);
     } else {
         ins = complete_headers(e, a, hdr);
-        if (e->ng && e->annotate) {
-            if (ng_aggregate(&e->opts, &e->txt, a->count, a->mss, (long long)a->head_idx,
-                             (long long)a->head_ts, a->head_L, a->hdr, a->hlen, hdr,
-                             a->hlen + ins,
-                             &a->rows, a->flist ? (a->udp ? "fraglist UDP" : "fraglist TCP")
-                                                : (a->udp ? "UDP" : "TCP"), e->ng_swap) < 0) {
-                PyErr_Clear();
-                e->error = 1;
-            }
-            opt = &e->opts;
-        }
+        opt = agg_options(e, a, hdr, a->hlen + ins);
     }
+    /* captured: the headers and the payload kept; on the wire: the L3
+     * length (a snaplen cut leaves bytes out) */
     uint32_t hn = a->hlen + ins, n = hn + (uint32_t)(a->paylen + a->reflen);
-    uint8_t *d = out_record(e, t, n, opt);
+    uint8_t *d = out_record_cut(e, t, n, a->l3 + ins + a->size - 4 * a->tags, opt);
     if (!d)
         return;
     memcpy(d, hdr, hn);
@@ -549,26 +605,10 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
         memcpy(q, a->refs[k].p, a->refs[k].n);
         q += a->refs[k].n;
     }
-    if (a->count == 1) {
+    if (a->count == 1)
         e->singles++;
-        return;
-    }
-    e->aggregates++;
-    e->segs += a->count;
-    int kind = (a->udp ? K_UDP : K_TCP) + a->flist;
-    e->kind_aggs[kind]++;
-    e->kind_segs[kind] += a->count;
-    if (e->hist_n == e->hist_cap) {
-        size_t cap = e->hist_cap ? e->hist_cap * 2 : 1024;
-        uint32_t *h = realloc(e->hist, cap * sizeof(uint32_t));
-        if (!h) {
-            e->error = 1;
-            return;
-        }
-        e->hist = h;
-        e->hist_cap = cap;
-    }
-    e->hist[e->hist_n++] = a->count;
+    else
+        count_aggregate(e, a);
 }
 
 /* ipv6_gro_complete's BIG TCP branch (ipv6.py complete_header): an
@@ -637,9 +677,11 @@ static uint32_t complete_headers(Engine *e, const Agg *a, uint8_t *d)
     }
     /* the checksum: the pseudo-header seed (kernel; fraglist: the first
      * packet's stays) or valid */
-    if (!e->csum_valid && a->flist)
+    /* (a snaplen cut: the seed, payload.payloads' rule) */
+    int seed = !e->csum_valid || a->cut;
+    if (seed && a->flist)
         return ins;
-    if (!e->csum_valid) {
+    if (seed) {
         uint32_t f = (uint32_t)(pseudo % 0xFFFF);   /* fold(): the seed */
         c = f ? f : 0xFFFF;
     } else {
@@ -736,6 +778,13 @@ typedef struct {
     int pass;               /* rx_frame: the Pass reason (RX_PASS) */
 } Seg;
 
+/* hand segment g up unchanged (pass_frame), captured and original lengths
+ * as received */
+static void pass_seg(Engine *e, int reason, const Seg *g, int64_t ts, int64_t idx)
+{
+    pass_frame(e, reason, g->f, g->n, g->orig, ts, idx);
+}
+
 /* what the frame step makes of a record: not handled here (the run ends),
  * a segment for the GRO lists, or a packet passed up before flow matching
  * (Seg.pass says why) */
@@ -816,15 +865,19 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     a->head_idx = idx;
     a->age = ts / e->jiffy;
     a->paylen = 0;
+    uint32_t cl = g->n - g->pay;            /* captured payload */
     a->refs[0].p = g->f + g->pay;
-    a->refs[0].n = g->L;
+    a->refs[0].n = cl;
     a->nrefs = 1;
-    a->reflen = g->L;
+    a->reflen = cl;
     a->head_L = g->L;
+    a->head_cl = cl;
+    a->cut = g->n < g->orig;
+    a->left = 0;
     a->count = 1;
     a->mss = g->L;
     a->seq_next = g->seq + g->L;
-    a->size = g->n - g->l3 + 4 * g->tags;   /* p->len: L3 bytes + 4 per VLAN tag */
+    a->size = g->orig - g->l3 + 4 * g->tags;    /* p->len: L3 bytes + 4 per VLAN tag */
     a->tags = g->tags;
     a->word = g->word;
     a->ack = g->ack;
@@ -904,11 +957,11 @@ static int final_reason(uint32_t flags)
 static void pass_or_hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
 {
     if (g->L < 1)
-        pass_up(e, P_PURE_ACK, g->f, g->n, ts, idx);
+        pass_seg(e, P_PURE_ACK, g, ts, idx);
     else if (g->flags & TH_FINAL)
-        pass_up(e, P_FLAGS, g->f, g->n, ts, idx);
+        pass_seg(e, P_FLAGS, g, ts, idx);
     else if (g->flush_l3)
-        pass_up(e, P_L3_FLUSH, g->f, g->n, ts, idx);
+        pass_seg(e, P_L3_FLUSH, g, ts, idx);
     else
         hold(e, g, ts, idx);
 }
@@ -927,7 +980,7 @@ static int fraglist_flush(const Agg *a, const Seg *g)
         return F_SEGMENT_LIMIT;
     if (g->flush_l3)
         return F_L3_FLUSH;
-    if (a->size + (g->n - g->l3 + 4 * g->tags) >= GRO_LEGACY_MAX_SIZE)
+    if (a->size + (g->orig - g->l3 + 4 * g->tags) >= GRO_LEGACY_MAX_SIZE)
         return F_SIZE_LIMIT;
     return -1;
 }
@@ -942,6 +995,25 @@ static int std_flush(const Engine *e, const Agg *a, const Seg *g)
     return a->size + g->L >= e->limit ? F_SIZE_LIMIT : -1;
 }
 
+/* the captured payload of g joins a's (referred to in place), unless a
+ * segment before it was cut by a snaplen: then it is left out, as
+ * payload.payloads leaves it (counted: left) */
+static void merge_payload(Engine *e, Agg *a, const Seg *g)
+{
+    uint32_t cl = g->n - g->pay;
+    if (a->cut) {
+        a->left += cl;
+        return;
+    }
+    if (a->nrefs == NREFS)
+        materialize(e, a);
+    a->refs[a->nrefs].p = g->f + g->pay;
+    a->refs[a->nrefs].n = cl;
+    a->nrefs++;
+    a->reflen += cl;
+    a->cut = g->n < g->orig;
+}
+
 /* skb_gro_receive: segment g (input index idx, time ts) joins aggregate a
  * (its payload referred to in place; annotated: its restore row) */
 static void merge(Engine *e, Agg *a, const Seg *g, int64_t ts, int64_t idx)
@@ -951,12 +1023,7 @@ static void merge(Engine *e, Agg *a, const Seg *g, int64_t ts, int64_t idx)
     a->size += g->L;
     if (!a->flist)
         a->fin_psh |= g->flags & (TH_FIN | TH_PSH);
-    if (a->nrefs == NREFS)
-        materialize(e, a);
-    a->refs[a->nrefs].p = g->f + g->pay;
-    a->refs[a->nrefs].n = g->L;
-    a->nrefs++;
-    a->reflen += g->L;
+    merge_payload(e, a, g);
     if (e->annotate && sb_row(&a->rows, a->count == 2, (long long)(idx - a->head_idx),
                               (long long)(ts - a->head_ts), g->L, g->f, g->pay,
                               a->hdr, a->hlen) < 0) {
@@ -987,7 +1054,7 @@ static int udp_segment_pass(const Seg *g)
 static void udp_start(Engine *e, const Seg *g, int64_t ts, int64_t idx)
 {
     if (g->flush_l3)
-        pass_up(e, P_L3_FLUSH, g->f, g->n, ts, idx);
+        pass_seg(e, P_L3_FLUSH, g, ts, idx);
     else
         hold(e, g, ts, idx);
 }
@@ -1001,12 +1068,12 @@ static void udp_start(Engine *e, const Seg *g, int64_t ts, int64_t idx)
 static void udp_receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
 {
     if (!e->udp_gro && !e->fraglist) {
-        pass_up(e, P_NO_UDP_GRO, g->f, g->n, ts, idx);
+        pass_seg(e, P_NO_UDP_GRO, g, ts, idx);
         return;
     }
     int p = udp_segment_pass(g);
     if (p >= 0) {
-        pass_up(e, p, g->f, g->n, ts, idx);
+        pass_seg(e, p, g, ts, idx);
         return;
     }
     int s = find(e, g);
@@ -1021,12 +1088,12 @@ static void udp_receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
     if (reason < 0 && a->flist) {
         if (g->partial != a->partial) {
             /* a datagram of the other ip_summed is passed, a stays held */
-            pass_up(e, P_CSUM_STATE, g->f, g->n, ts, idx);
+            pass_seg(e, P_CSUM_STATE, g, ts, idx);
             return;
         }
         if (g->flush_l3)
             reason = F_L3_FLUSH;
-        else if (a->size + (g->n - g->l3 + 4 * g->tags) >= GRO_LEGACY_MAX_SIZE)
+        else if (a->size + (g->orig - g->l3 + 4 * g->tags) >= GRO_LEGACY_MAX_SIZE)
             reason = F_SIZE_LIMIT;
     } else if (reason < 0) {
         uint32_t lim = e->limit < GRO_LEGACY_MAX_SIZE ? e->limit : GRO_LEGACY_MAX_SIZE;
@@ -1434,11 +1501,9 @@ static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t
         r = rx_l4(g, proto);
     if (r != RX_SEG)
         return r;
-    if (cap != orig)
-        return RX_NO;           /* cut by a snaplen: the Python engine's */
     g->ext = g->v6 ? g->l4 - g->l3 - 40 : 0;
     g->pay = g->l4 + g->hl;
-    g->L = cap - g->pay;
+    g->L = orig - g->pay;       /* skb_gro_len: from the original length */
     g->psum = 0;
     g->partial = 0;
     return RX_SEG;
@@ -1458,10 +1523,11 @@ static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
 }
 
 /* csum.verify's verdict on a segment it does not sum (no cblock): an L3
- * flush, or a UDP datagram without a checksum (counted as skipped) */
+ * flush, a segment cut by a snaplen, or a UDP datagram without a checksum
+ * (counted as skipped) */
 static int csum_skipped(Engine *e, const Seg *g, int count)
 {
-    if (!(g->flush_l3 || (g->udp && !g->ucsum)))
+    if (!(g->flush_l3 || g->n < g->orig || (g->udp && !g->ucsum)))
         return 0;
     if (count && g->flush_l3)
         e->skip_l3++;
@@ -1483,6 +1549,8 @@ static int seg_csum(Engine *e, Seg *g, int count)
         return RX_SEG;
     if (e->verify && csum_skipped(e, g, count))
         return RX_SEG;
+    if (g->n < g->orig)
+        return RX_SEG;          /* cut: its aggregate's checksum is the seed */
     uint32_t l3 = g->l3, l4 = g->l4;
     uint32_t proto = g->udp ? 17 : 6, at = g->udp ? 6 : 16;
     uint64_t pseudo = g->v6 ? sum16(f + l3 + 8, 32) + proto + (g->n - l4)
@@ -1723,7 +1791,8 @@ static PyObject *Engine_scan(Engine *e, PyObject *args)
 /* stats() -> (flush counts, pass counts, verified, seed, singles, aggregates,
  * segments, hist list, aggregates by kind, segments by kind: tcp,
  * tcp_fraglist, udp, udp_fraglist, checksums bad, skipped_l3_flush,
- * skipped_truncated); resets them */
+ * skipped_truncated, aggregates cut by a snaplen, bytes they left out);
+ * resets them */
 static PyObject *Engine_stats(Engine *e, PyObject *unused)
 {
     PyObject *fl = PyTuple_New(F_N), *pa = PyTuple_New(P_N), *hi = PyList_New((Py_ssize_t)e->hist_n);
@@ -1744,15 +1813,16 @@ static PyObject *Engine_stats(Engine *e, PyObject *unused)
         Py_XDECREF(ks);
         goto fail;
     }
-    PyObject *r = Py_BuildValue("NNKKKKKNNNKKK", fl, pa, (unsigned long long)e->verified,
+    PyObject *r = Py_BuildValue("NNKKKKKNNNKKKKK", fl, pa, (unsigned long long)e->verified,
                                 (unsigned long long)e->seed, (unsigned long long)e->singles,
                                 (unsigned long long)e->aggregates, (unsigned long long)e->segs, hi,
                                 ka, ks, (unsigned long long)e->csum_bad,
-                                (unsigned long long)e->skip_l3, (unsigned long long)e->skip_cut);
+                                (unsigned long long)e->skip_l3, (unsigned long long)e->skip_cut,
+                                (unsigned long long)e->cut_aggs, (unsigned long long)e->cut_left);
     memset(e->flush, 0, sizeof e->flush);
     memset(e->pass, 0, sizeof e->pass);
     e->verified = e->seed = e->singles = e->aggregates = e->segs = 0;
-    e->csum_bad = e->skip_l3 = e->skip_cut = 0;
+    e->csum_bad = e->skip_l3 = e->skip_cut = e->cut_aggs = e->cut_left = 0;
     memset(e->kind_aggs, 0, sizeof e->kind_aggs);
     memset(e->kind_segs, 0, sizeof e->kind_segs);
     e->hist_n = 0;
@@ -1768,7 +1838,9 @@ fail:
  * head_ts, head_idx, tail payload, count, mss, seq_next, size, fin_psh,
  * fixedid, age, head_psum, tail_psum, rows: the restore record's s= rows of
  * the merged segments when annotated, else '', fraglist, the head's
- * checksum held the seed); the engine then holds nothing */
+ * checksum held the seed, the head's original length, a segment was cut
+ * by a snaplen, captured payload bytes left out after it); the engine
+ * then holds nothing */
 static PyObject *Engine_release(Engine *e, PyObject *unused)
 {
     PyObject *lst = PyList_New(0);
@@ -1777,21 +1849,23 @@ static PyObject *Engine_release(Engine *e, PyObject *unused)
     for (int b = 0; b < NBUCKETS; b++) {
         for (int k = 0; k < e->bn[b]; k++) {
             Agg *a = &e->aggs[e->bk[b][k]];
-            PyObject *head = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(a->hlen + a->head_L));
+            PyObject *head = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(a->hlen + a->head_cl));
             if (!head)
                 goto fail;
             memcpy(PyBytes_AS_STRING(head), a->hdr, a->hlen);
-            memcpy(PyBytes_AS_STRING(head) + a->hlen, a->pay, a->head_L);
-            PyObject *t = Py_BuildValue("ikNLLy#kkkkiiLkks#ii", b, (unsigned long)a->hash, head,
-                                        (long long)a->head_ts, (long long)a->head_idx,
-                                        (const char *)a->pay + a->head_L,
-                                        (Py_ssize_t)(a->paylen - a->head_L),
+            memcpy(PyBytes_AS_STRING(head) + a->hlen, a->pay, a->head_cl);
+            PyObject *t = Py_BuildValue("ikNLLy#kkkkiiLkks#iikiK", b, (unsigned long)a->hash,
+                                        head, (long long)a->head_ts, (long long)a->head_idx,
+                                        (const char *)a->pay + a->head_cl,
+                                        (Py_ssize_t)(a->paylen - a->head_cl),
                                         (unsigned long)a->count, (unsigned long)a->mss,
                                         (unsigned long)a->seq_next, (unsigned long)a->size,
                                         a->fin_psh, a->fixedid, (long long)a->age,
                                         (unsigned long)a->head_psum, (unsigned long)a->tail_psum,
                                         a->rows.p ? a->rows.p : "", (Py_ssize_t)a->rows.n,
-                                        a->flist, a->partial);
+                                        a->flist, a->partial,
+                                        (unsigned long)(a->hlen + a->head_L), a->cut,
+                                        (unsigned long long)a->left);
             if (!t || PyList_Append(lst, t) < 0) {
                 Py_XDECREF(t);
                 goto fail;

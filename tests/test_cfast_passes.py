@@ -234,3 +234,79 @@ def test_real_capture_with_arp_and_icmp_merges_in_c(netns, tmp_path):
         passed = ref_st["pass_reasons"]
         assert passed.get("not_ip", 0) >= 2 and passed.get("no_handler", 0) >= 100
         assert ref_st["aggregates"] > 100
+
+
+# ---------------------------------------- segments cut by a snaplen
+
+TAGS3 = [(0x8100, 1), (0x8100, 2), (0x8100, 3)]     # a frame the core hands over
+
+
+def _cut_traffic(seed, snap, n=500):
+    """Bulk TCP (IPv4, IPv6) and UDP flows, some packets cut to ``snap``
+    bytes (all when ``snap`` is an int; else a share of them at 60..200)."""
+    rnd = random.Random(seed)
+    flows = [[Flow(4, sport=1000 + i, ipid="inc"), 0] for i in range(3)]
+    flows.append([Flow(6, sport=2000), 0])
+    udp = Flow(4, sport=96, ipid="inc")
+    out = []
+    ts = T0
+    for k in range(n):
+        ts += 10 * US if rnd.random() > 0.02 else 5_000_000
+        if rnd.random() < 0.15:
+            p = udp.udp(rnd.choice([300, 300, 300, 100]))
+        else:
+            fl = rnd.choice(flows)
+            p = fl[0].pkt(fl[1], 1000, ACK)
+            fl[1] += 1000
+        cut = snap if isinstance(snap, int) else (rnd.choice([60, 80, 120, 200])
+                                                  if rnd.random() < 0.1 else None)
+        data = p.data[:cut] if cut else p.data
+        out.append(Packet(ts, data, p.orig_len, p.iface, p.linktype))
+    return out
+
+
+@pytest.mark.parametrize("annotate", [False, True])
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items())
+                         or "default")
+@pytest.mark.parametrize("snap", [96, "some"])
+def test_snaplen_cut_segments_in_the_compiled_core(snap, cfg, annotate):
+    # a capture taken with a snaplen (every packet cut to 96 bytes), or
+    # with some packets cut: lengths from the original length, checksums
+    # not verified (skipped_truncated), an aggregate keeps the payload up
+    # to its first cut segment and the seed checksum -- all in C now
+    pkts = _cut_traffic(3, snap)
+    ref, ref_st, _ = _merge(pkts, False, annotate, **cfg)
+    got, got_st, eng = _merge(pkts, True, annotate, **cfg)
+    assert eng.py_records == 0
+    assert got_st == ref_st
+    assert got == ref
+    assert ref_st["snaplen"]["aggregates"] > 0
+
+
+@pytest.mark.parametrize("annotate", [False, True])
+@pytest.mark.parametrize("cfg", [dict(), dict(verify_csum=False), dict(fraglist=True),
+                                 dict(csum="kernel")])
+@pytest.mark.parametrize("where", ["head", "tail", "tail_then_more"])
+def test_cut_aggregate_handed_over(where, cfg, annotate):
+    # the core holds an aggregate with a cut segment when a frame it does
+    # not take arrives (three VLAN tags): the reference path goes on with
+    # it (payload up to the cut, later payload left out and counted)
+    f = Flow(4, ipid="inc")
+    pkts = []
+    ts = T0
+    for k in range(8):
+        p = f.pkt(k * 1000, 1000, ACK)
+        cut = {"head": k == 0, "tail": k == 3, "tail_then_more": k == 2}[where]
+        pkts.append(Packet(ts, p.data[:100] if cut else p.data, p.orig_len))
+        ts += 10 * US
+        if k == 4:
+            q = Flow(4, sport=5, vlans=TAGS3).pkt(0, 100, ACK)
+            pkts.append(Packet(ts, q.data, q.orig_len))
+            ts += 10 * US
+    ref, ref_st, _ = _merge(pkts, False, annotate, **cfg)
+    got, got_st, eng = _merge(pkts, True, annotate, **cfg)
+    assert eng.py_records >= 1
+    assert (got, got_st) == (ref, ref_st)
+    assert ref_st["snaplen"]["aggregates"] == 1
+    if where != "tail":
+        assert ref_st["snaplen"]["captured_bytes_left_out"] > 0

@@ -17,7 +17,7 @@ reference and is in charge: it gives a chunk to the compiled loop only when
 it holds nothing itself; the loop passes up what GRO passes unchanged (ARP,
 ICMP, fragments, bad checksums..., under the reference's Pass reasons) and
 stops at the first record it does not handle (see ``_native.c`` for which:
-a tunnel, a segment cut by a snaplen...), and the aggregates it holds then are
+a tunnel, an EPB with options...), and the aggregates it holds then are
 handed over as :class:`pcapgro.gro.seg.Agg` objects
 (:meth:`CEngine.release`, ``GROEngine.adopt``), so the Python engine
 continues exactly where it stopped; at a poll start after an arrival gap
@@ -258,7 +258,7 @@ class CEngine:
     def collect(self, st):
         """Add the loop's counters to GROStats ``st`` (and reset them)."""
         (flush, passed, verified, seed, singles, aggs, segs, hist, kind_aggs,
-         kind_segs, bad, skip_l3, skip_cut) = self.c.stats()
+         kind_segs, bad, skip_l3, skip_cut, cut_aggs, cut_left) = self.c.stats()
         for r, v in zip(FLUSH_CODES, flush):
             if v:
                 st.flush[r] += v
@@ -276,6 +276,9 @@ class CEngine:
         if skip_cut:
             st.csum["skipped_truncated"] += skip_cut
         st.singles += singles
+        if cut_aggs:
+            st.cut_aggregates += cut_aggs
+            st.cut_bytes_left_out += cut_left
         if aggs:
             st.aggregates += aggs
             st.segments_merged += segs
@@ -295,18 +298,24 @@ class CEngine:
             return
         valid = self.cfg.csum == "valid"     # sums are only used for that
         for (b, h, head, head_ts, head_idx, tail, count, mss, seq_next, size, fin_psh,
-             fixedid, age, head_psum, tail_psum, rows, flist, partial) in self.c.release():
-            pkt = Packet(head_ts, head, len(head), self.iface, self.linktype, None)
+             fixedid, age, head_psum, tail_psum, rows, flist, partial, head_orig, cut,
+             left) in self.c.release():
+            pkt = Packet(head_ts, head, head_orig, self.iface, self.linktype, None)
             agg = eng.adopt(eng._parse(pkt), h, age, bool(flist))
             agg.head.partial = bool(partial)     # csum.verify's verdict
             agg.idxs = [head_idx]
             agg.psums = [head_psum if valid else None]
             if count > 1:
-                # what was merged, as one entry of payload bytes
-                agg.pkts.append(tail)
-                agg.pays.append(0)
-                agg.idxs.append(head_idx + 1)
-                agg.psums.append(tail_psum if valid else None)
+                # what was merged, as one entry of payload bytes (ending
+                # with a segment cut by the snaplen: a Packet shorter than
+                # its original length, as payload.payloads finds it)
+                if cut and len(head) == head_orig:
+                    tail = Packet(head_ts, tail, len(tail) + 1, self.iface, self.linktype,
+                                  None)
+                self._merged(agg, tail, head_idx + 1, tail_psum if valid else None)
+                if left:
+                    # the payload after the cut, left out: only its length counts
+                    self._merged(agg, bytes(left), head_idx + 2, None)
                 # annotated: the restore rows of what was merged
                 agg.rows0 = rows or None
             agg.count = count
@@ -316,6 +325,15 @@ class CEngine:
             agg.fin_psh = fin_psh
             agg.fixedid = bool(fixedid)
             assert agg.bucket is eng.buckets[b]
+
+    @staticmethod
+    def _merged(agg, entry, idx, psum):
+        """Append ``entry`` (payload bytes, or a Packet whose payload starts
+        at 0) to Agg ``agg``'s merged entries."""
+        agg.pkts.append(entry)
+        agg.pays.append(0)
+        agg.idxs.append(idx)
+        agg.psums.append(psum)
 
 
 def _epb_args(lb):
