@@ -8,12 +8,13 @@ with one record in ``--every`` (default 100: 1%) after it replaced in turn
 by an ARP request, an ICMP echo and a copy of the TCP segment before it
 with a bad checksum.  Each command (``editcap -F pcap``, then ``pcapgro
 merge`` of every ``--pcapgro`` checkout given, default this one) runs
-``--repeat`` times, outputs to /dev/shm; medians of wall and CPU time
+``--repeat`` times (``--snaplen``: every record cut, as ``tcpdump -s``
+writes it), outputs to /dev/shm; medians of wall and CPU time
 (user + system) are printed, as ratios to editcap.
 
 Usage:
-    python3 bench/bench_passes.py [--packets N] [--every K] [--repeat R]
-        [--pcapgro DIR ...]
+    python3 bench/bench_passes.py [--packets N] [--every K] [--snaplen S]
+        [--repeat R] [--pcapgro DIR ...]
 """
 
 from __future__ import annotations
@@ -66,9 +67,11 @@ def _bad_csum(frame):
     return bytes(d)
 
 
-def sprinkle(src, dst, every):
+def sprinkle(src, dst, every, snaplen=0):
     """Write ``src`` (classic pcap, little-endian) to ``dst`` with one
-    record in ``every`` replaced by a passed packet; returns how many."""
+    record in ``every`` replaced by a passed packet (none when ``every`` is
+    0), each cut to ``snaplen`` bytes when given; returns how many were
+    replaced."""
     d = open(src, "rb").read()
     out = [d[:24]]
     off, k, n = 24, 0, 0
@@ -78,7 +81,7 @@ def sprinkle(src, dst, every):
         fr = d[off + 16:off + 16 + cap]
         off += 16 + cap
         k += 1
-        if k % every == 0:
+        if every and k % every == 0:
             kind = (k // every) % 3
             new = _arp() if kind == 0 else _icmp() if kind == 1 else _bad_csum(last or b"")
             if new is not None:
@@ -86,7 +89,8 @@ def sprinkle(src, dst, every):
                 n += 1
         else:
             last = fr
-        out.append(struct.pack("<IIII", s, f, len(fr), len(fr)) + fr)
+        cut = fr[:snaplen] if snaplen else fr
+        out.append(struct.pack("<IIII", s, f, len(cut), len(fr)) + cut)
     with open(dst, "wb") as w:
         w.write(b"".join(out))
     return n
@@ -100,7 +104,8 @@ def _cmd(repo):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--packets", type=int, default=400_000)
-    ap.add_argument("--every", type=int, default=100)
+    ap.add_argument("--every", type=int, default=100, help="1 record in EVERY passed (0: none)")
+    ap.add_argument("--snaplen", type=int, default=0, help="cut every record to this length")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--pcapgro", action="append", default=[],
                     help="a checkout to time (repeatable; default this one)")
@@ -113,7 +118,7 @@ def main():
         if not os.path.exists(mixed):
             generate_mixed(mixed, a.packets)
         inp = os.path.join(work, "in.pcap")
-        n = sprinkle(mixed, inp, a.every)
+        n = sprinkle(mixed, inp, a.every, a.snaplen)
         for r in repos:
             subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(r, "pcapgro")],
                            check=True)
@@ -129,7 +134,7 @@ def main():
                 res[name][0].append(dt)
                 res[name][1].append(cpu)
         print(f"{a.packets:,} packets, {n:,} of them passed (1 in {a.every}), "
-              f"median of {a.repeat}")
+              f"snaplen {a.snaplen or 'none'}, median of {a.repeat}")
         ew, ec = (statistics.median(x) for x in res[jobs[0][0]])
         for name, _ in jobs:
             w, c = (statistics.median(x) for x in res[name])
