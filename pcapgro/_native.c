@@ -65,7 +65,8 @@
  * timer fires before the next packet (napi_complete_done).
  *
  * A record is handled here when: its record header is one the loop reads
- * (captured <= original length; an EPB: no options, the chunk's
+ * (captured <= original length; an EPB: no options unless the output is
+ * classic pcap, the chunk's
  * interface, a time the output holds), and its frame is either
  *   - passed up unchanged before flow matching, as the reference passes
  *     it (parse_frame, seg_csum; reasons of pcapgro/gro/flush.py Pass):
@@ -100,7 +101,8 @@
  *     for a checksum (payload.payloads, complete.build).
  * Anything else ends the run: a tunnel (an IP protocol whose GRO handler
  * is not TCP / UDP: inet_handlers), three or more VLAN tags, over 256
- * bytes of IPv6 extension headers, an EPB with options.
+ * bytes of IPv6 extension headers, an EPB with options when the output is
+ * pcapng (epb_options_ok).
  *
  * Checksums are one's-complement sums kept mod 0xFFFF (RFC 1071, RFC 1624),
  * with the edge cases of pcapgro/checksum.py (fold, checksum).
@@ -1286,13 +1288,23 @@ static int pcap_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_
     return 1;
 }
 
+/* Whether EPBs with options (comments, epb_flags, ...) are handled: when
+ * the output is classic pcap, which holds none of them (the reference's
+ * PcapWriter drops a Packet's meta, and GRO never reads it unannotated);
+ * into pcapng output a passed packet or an aggregate's head keeps them,
+ * which the Python engine writes. */
+static inline int epb_options_ok(const Engine *e)
+{
+    return !e->ng;
+}
+
 /* The record header step for an enhanced packet block at offset off of buf
- * (checked by the reader: pcapgro/capture/pcapng.py): its frame, lengths
- * and time ((ticks_hi << 32 | ticks_lo) * in_mul + in_off ns) when it has
- * no options (block length 32 + the captured length padded to 4), is of
- * interface in_iface, captured <= original length, and its time is one
- * the output holds (0 <= ts < ts_max); 0 when not (an EPB with options is
- * the Python engine's: its Packet keeps them). */
+ * (checked by the reader, options included: pcapgro/capture/pcapng.py):
+ * its frame, lengths and time ((ticks_hi << 32 | ticks_lo) * in_mul +
+ * in_off ns) when it has no options (block length 32 + the captured length
+ * padded to 4) or epb_options_ok, is of interface in_iface, captured <=
+ * original length, and its time is one the output holds (0 <= ts <
+ * ts_max); 0 when not. */
 static int epb_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_ssize_t off,
                       const uint8_t **f, uint32_t *cap, uint32_t *orig, int64_t *ts)
 {
@@ -1304,8 +1316,8 @@ static int epb_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_s
         for (int k = 0; k < 7; k++)
             h[k] = bswap32(h[k]);
     uint64_t bl = 32 + (((uint64_t)h[5] + 3) & ~(uint64_t)3);
-    if (h[0] != BT_EPB || h[1] != bl || h[2] != e->in_iface || h[5] > h[6]
-            || off + (Py_ssize_t)bl > blen)
+    if (h[0] != BT_EPB || h[1] < bl || (h[1] != bl && !epb_options_ok(e)) || h[2] != e->in_iface
+            || h[5] > h[6] || off + (Py_ssize_t)h[1] > blen)
         return 0;
     uint64_t ticks = (uint64_t)h[3] << 32 | h[4];
     int64_t t;

@@ -310,3 +310,51 @@ def test_cut_aggregate_handed_over(where, cfg, annotate):
     assert ref_st["snaplen"]["aggregates"] == 1
     if where != "tail":
         assert ref_st["snaplen"]["captured_bytes_left_out"] > 0
+
+
+# ------------------------------------------- pcapng EPBs with options
+
+def _ng_input(pkts, seed):
+    """``pkts`` as a pcapng section, a third of the EPBs with options (a
+    comment, epb_flags, a custom option)."""
+    from pcapgro.record import Interface, PacketMeta, Section
+    rnd = random.Random(seed)
+    evs = [Section("<", [], 1, 0), Interface(1, 262144, 9, 0, [])]
+    for p in pkts:
+        meta = None
+        if rnd.random() < 0.33:
+            meta = rnd.choice([PacketMeta(comments=["a comment"]), PacketMeta(flags=0x1),
+                               PacketMeta(comments=["x", "y"], flags=2),
+                               PacketMeta(options=[(2988, b"\x00\x00\x7e\xd9abc")])])
+        evs.append(Packet(p.ts, p.data, p.orig_len, 0, 1, meta))
+    f = io.BytesIO()
+    w = PcapngWriter(f)
+    w.write_batch(evs)
+    w.close()
+    return f.getvalue()
+
+
+@pytest.mark.parametrize("cfg", CONFIGS[:6], ids=lambda c: ",".join(f"{k}={v}"
+                                                                    for k, v in c.items())
+                         or "default")
+@pytest.mark.parametrize("to_pcapng", [False, True])
+def test_epbs_with_options(cfg, to_pcapng):
+    # EPBs with options (comments, flags, custom) among option-less ones:
+    # into classic pcap (which holds none of them) the core takes them;
+    # into pcapng the reference path writes their options: same output
+    from pcapgro.capture.pcapng import PcapngReader
+    pkts = mixed(5, n=400) + _cut_traffic(6, "some", n=200)
+    pkts.sort(key=lambda p: p.ts)
+    data = _ng_input(pkts, 5)
+    outs = []
+    for compiled in (False, True):
+        eng = GROEngine(GROConfig(annotate=to_pcapng, compiled=compiled, **cfg))
+        with tempfile.TemporaryFile() as f:
+            w = PcapngWriter(f) if to_pcapng else PcapWriter(f)
+            pipeline.run(PcapngReader(io.BytesIO(data)), w, eng.process)
+            w.close()
+            f.seek(0)
+            outs.append((f.read(), eng.stats.to_dict(), eng.py_records))
+    (ref, ref_st, _), (got, got_st, py) = outs
+    assert (got, got_st) == (ref, ref_st)
+    assert (py == 0) == (not to_pcapng)
