@@ -19,7 +19,8 @@
  * common case -- Ethernet (up to two VLAN tags) / IPv4 (no options, no
  * fragment) or IPv6 (up to 256 bytes of extension headers) / TCP or UDP,
  * and the packets GRO passes up unchanged before flow matching (ARP,
- * ICMP, fragments, bad checksums...) -- in C as one flat loop over the records of an input chunk (classic pcap records, or a
+ * ICMP, fragments, bad checksums...) -- in C as one flat loop over the
+ * records of an input chunk (classic pcap records, or a
  * run of pcapng EPBs of one interface: PcapngReader's EpbChunk), reading
  * them in place and writing the output records (pass-through packets and
  * built aggregates) into one buffer: classic pcap records (in the input's
@@ -66,8 +67,8 @@
  *
  * A record is handled here when: its record header is one the loop reads
  * (captured <= original length; an EPB: no options unless the output is
- * classic pcap, the chunk's
- * interface, a time the output holds), and its frame is either
+ * classic pcap, the chunk's interface, a time the output holds), and its
+ * frame is either
  *   - passed up unchanged before flow matching, as the reference passes
  *     it (parse_frame, seg_csum; reasons of pcapgro/gro/flush.py Pass):
  *     no IPv4 / IPv6 reachable (not_ip: ARP, a frame cut short, ...),
@@ -145,7 +146,7 @@ enum {
 };
 /* Pass reason codes; named by PASS_NAMES (pcapgro.gro.flush.Pass values) */
 enum { P_PURE_ACK, P_FLAGS, P_NO_UDP_GRO, P_UDP_LENGTH, P_CSUM_STATE,
-       /* passed before flow matching (rx_frame) */
+       /* passed before flow matching (parse_frame, seg_csum) */
        P_NOT_IP, P_NO_HANDLER, P_IP_OPTIONS, P_FRAGMENT, P_EXT_HEADER, P_BAD_IP_CSUM,
        P_BAD_TCP_CSUM, P_BAD_UDP_CSUM, P_TRUNCATED, P_BAD_TCP_HEADER, P_L3_FLUSH,
        P_UDP_ZERO_CSUM, P_N };
@@ -261,9 +262,9 @@ typedef struct {
     sbuf opts, txt;         /* scratch: one record's options and text */
     /* statistics since the last stats() */
     uint64_t flush[F_N], pass[P_N], verified, seed, singles, aggregates, segs;
-    uint64_t csum_bad, skip_l3, skip_cut;
-    uint64_t cut_aggs, cut_left;             /* GROStats.note_cut */    /* csum.verify: bad, skipped_l3_flush,
+    uint64_t csum_bad, skip_l3, skip_cut;    /* csum.verify: bad, skipped_l3_flush,
                                                 skipped_truncated */
+    uint64_t cut_aggs, cut_left;             /* GROStats.note_cut */
     uint64_t kind_aggs[K_N], kind_segs[K_N];  /* aggregates, segs by kind */
     uint32_t *hist;
     size_t hist_n, hist_cap;
@@ -485,8 +486,6 @@ static void pass_frame(Engine *e, int reason, const uint8_t *f, uint32_t n, uint
     if (d)
         memcpy(d, f, n);
 }
-
-
 
 /* ------------------------------------------------------------ the lists */
 
@@ -777,7 +776,7 @@ typedef struct {
     uint32_t orig;          /* original length (n: captured) */
     int flush_l3;           /* NAPI_GRO_CB(skb)->flush at L3: length mismatch, evil bit */
     uint32_t ucsum;         /* UDP checksum field */
-    int pass;               /* rx_frame: the Pass reason (RX_PASS) */
+    int pass;               /* the Pass reason of RX_PASS (parse_frame, seg_csum) */
 } Seg;
 
 /* hand segment g up unchanged (pass_frame), captured and original lengths
