@@ -17,9 +17,10 @@
  * inet_gro_receive -> tcp4_gro_receive) because call depth costs cycles;
  * in CPython every per-packet statement costs ~50 ns, so pcapgro keeps the
  * common case -- Ethernet (up to two VLAN tags) / IPv4 (no options, no
- * fragment) or IPv6 (up to 256 bytes of extension headers) / TCP or UDP --
- * in C as one
- * flat loop over the records of an input chunk (classic pcap records, or a
+ * fragment) or IPv6 (up to 256 bytes of extension headers) / TCP or UDP,
+ * and the packets GRO passes up unchanged before flow matching (ARP,
+ * ICMP, fragments, bad checksums...) -- in C as one flat loop over the
+ * records of an input chunk (classic pcap records, or a
  * run of pcapng EPBs of one interface: PcapngReader's EpbChunk), reading
  * them in place and writing the output records (pass-through packets and
  * built aggregates) into one buffer: classic pcap records (in the input's
@@ -36,8 +37,11 @@
  * The rules are those of the Python reference, which mirrors Linux 6.18:
  *   net/core/gro.c       dev_gro_receive, gro_flush_oldest, __gro_flush,
  *                        gro_complete; bucket = hash & 7, at most 8 each
+ *   net/core/gro.c       dev_gro_receive: no packet_offload (not IP)
  *   net/ipv4/af_inet.c   inet_gro_receive (reject options, fragments, bad
- *                        header checksum), inet_gro_complete (total length,
+ *                        header checksum, protocols without a handler;
+ *                        L3 flush on a length mismatch or the reserved
+ *                        bit), inet_gro_complete (total length,
  *                        header checksum; 0 above 65535 = BIG TCP)
  *   net/ipv4/tcp_offload.c tcp_gro_receive (flush on CWR, flag word but
  *                        FIN/PSH, ack, options, mss, seq; final check on
@@ -48,7 +52,8 @@
  *   net/ipv4/udp_offload.c udp_gro_receive_segment (UDP length, longer
  *                        datagram, size within 65536, 64 datagrams, a
  *                        shorter one ends the aggregate), udp_gro_complete
- *   net/ipv6/ip6_offload.c, tcpv6_offload.c, udpv6 (IPv6 twins)
+ *   net/ipv6/ip6_offload.c, tcpv6_offload.c, udpv6 (IPv6 twins;
+ *                        ipv6_gro_complete's jumbo header for BIG TCP)
  *   net/core/gro.c       skb_gro_receive_list and the fraglist branches of
  *                        tcp_gro_receive / udp_gro_receive_segment (rx-gro-list:
  *                        the whole flag word, ip_summed, 64 packets, 65536
@@ -67,23 +72,45 @@
  * with the timing x2 / x0.5 (napi.py PollShifts: two more clocks, or the
  * gap doubled and halved) while packets are held (timing_stats()).
  *
- * A record is handled here when: captured == original length (an EPB:
- * no options, the chunk's interface, a time the output holds), Ethernet
- * with up to two VLAN tags (0x8100 / 0x88a8, when VLAN GRO is on), Linux
- * cooked (SLL, SLL2), raw IP or BSD loopback (NULL, LOOP), then
- * either IPv4 (header 0x45, protocol 6, no MF / fragment offset / reserved
- * bit, good header checksum, total length == the frame after the link
- * layer) or IPv6 (Hop-by-Hop, Routing and Destination Options headers
- * walked, up to 256 bytes of them, compared within a flow; no Fragment
- * header; payload length == the frame after
- * the fixed header; only while gro_max_size keeps an aggregate's payload
- * length within 16 bits), then TCP (data offset >= 5 within the datagram)
- * or UDP (checksum not 0; fraglist with --fraglist, else standard GRO with
- * --udp gro, else passed; with --fraglist a flow to a --local-port takes
- * standard GRO: TCP always, UDP with --udp gro), and
- * (when checksums are verified) a good TCP/UDP checksum or the
- * pseudo-header seed of a sender's CHECKSUM_PARTIAL packet (trusted, as
- * pcapgro/gro/csum.py).  Anything else ends the run.
+ * A record is handled here when: its record header is one the loop reads
+ * (captured <= original length; an EPB: no options unless the output is
+ * classic pcap, the chunk's interface, a time the output holds), and its
+ * frame is either
+ *   - passed up unchanged before flow matching, as the reference passes
+ *     it (parse_frame, seg_csum; reasons of pcapgro/gro/flush.py Pass):
+ *     no IPv4 / IPv6 reachable (not_ip: ARP, a frame cut short, ...),
+ *     VLAN-tagged without VLAN GRO or an IP protocol without a GRO handler
+ *     (no_handler: ICMP, ...), IPv4 options, IPv4 fragments or an IPv6
+ *     Fragment header, an IPv6 extension header GRO cannot walk, a bad
+ *     IPv4 header checksum, a header cut short (truncated), a TCP data
+ *     offset below 5, a bad TCP / UDP checksum (when verified); such a
+ *     packet counts in the NAPI poll and leaves what is held as it is;
+ *   - or a segment: Ethernet with up to two VLAN tags (0x8100 / 0x88a8,
+ *     when VLAN GRO is on), Linux cooked (SLL, SLL2), raw IP or BSD
+ *     loopback (NULL, LOOP), then IPv4 (header 0x45, TCP or UDP) or IPv6
+ *     (Hop-by-Hop, Routing and Destination Options headers walked, up to
+ *     256 bytes of them, compared within a flow; an aggregate's payload
+ *     length above 65535, BIG TCP, gets a jumbo Hop-by-Hop header as 6.18
+ *     inserts it: ipv6_jumbo), then TCP or UDP
+ *     (fraglist with --fraglist, else standard GRO with --udp gro, else
+ *     passed; with --fraglist a flow to a --local-port takes standard GRO:
+ *     TCP always, UDP with --udp gro).  An IP length other
+ *     than the bytes on the wire or the IPv4 reserved bit set the L3 flush
+ *     (never held; completes its flow's aggregate: l3_flush); a UDP
+ *     checksum 0 or a UDP length other than the bytes present pass at UDP
+ *     (udp_zero_csum, udp_length).  With checksums verified, a good TCP /
+ *     UDP checksum or the pseudo-header seed of a sender's
+ *     CHECKSUM_PARTIAL packet (trusted, as pcapgro/gro/csum.py) is taken;
+ *     an L3 flush or a UDP checksum 0 is not summed (counted skipped).
+ *     A segment cut by a snaplen (captured < original length) counts its
+ *     lengths from the original length, is not summed (skipped_truncated)
+ *     and its aggregate keeps the payload up to the end of the first cut
+ *     segment (the rest counted as left out), with the pseudo-header seed
+ *     for a checksum (payload.payloads, complete.build).
+ * Anything else ends the run: a tunnel (an IP protocol whose GRO handler
+ * is not TCP / UDP: inet_handlers), three or more VLAN tags, over 256
+ * bytes of IPv6 extension headers, an EPB with options when the output is
+ * pcapng (epb_options_ok).
  *
  * Checksums are one's-complement sums kept mod 0xFFFF (RFC 1071, RFC 1624),
  * with the edge cases of pcapgro/checksum.py (fold, checksum).
@@ -101,6 +128,7 @@
 #define MAXHELD (NBUCKETS * MAXPER)
 #define MAXTAGS 2           /* VLAN tags handled here (802.1Q / 802.1ad) */
 #define L3MAX (14 + 4 * MAXTAGS)
+#define JUMBO_HBH 8         /* the Hop-by-Hop jumbo header of IPv6 BIG TCP */
 #define EXTMAX 256          /* bytes of IPv6 extension headers handled here */
 #define HDRMAX (L3MAX + 40 + EXTMAX + 60)   /* Ethernet, tags, IPv6, TCP 60 */
 #define KEYMAX 64           /* MAC header, [IPv6 word 0], addresses, ports,
@@ -121,10 +149,14 @@ enum {
     F_DF_CHANGED, F_IP_ID, F_MSS_EXCEEDED, F_PURE_ACK, F_SEQ_GAP,
     F_SIZE_LIMIT, F_PSH, F_FIN, F_URG, F_RST, F_SYN, F_SHORT_SEGMENT,
     F_BUCKET_FULL, F_POLL_END, F_LONGER_DATAGRAM, F_SHORT_DATAGRAM, F_SEGMENT_LIMIT,
-    F_CSUM_STATE, F_BUDGET, F_FLUSH_TIMEOUT, F_N
+    F_CSUM_STATE, F_BUDGET, F_FLUSH_TIMEOUT, F_L3_FLUSH, F_N
 };
 /* Pass reason codes; named by PASS_NAMES (pcapgro.gro.flush.Pass values) */
-enum { P_PURE_ACK, P_FLAGS, P_NO_UDP_GRO, P_UDP_LENGTH, P_CSUM_STATE, P_N };
+enum { P_PURE_ACK, P_FLAGS, P_NO_UDP_GRO, P_UDP_LENGTH, P_CSUM_STATE,
+       /* passed before flow matching (parse_frame, seg_csum) */
+       P_NOT_IP, P_NO_HANDLER, P_IP_OPTIONS, P_FRAGMENT, P_EXT_HEADER, P_BAD_IP_CSUM,
+       P_BAD_TCP_CSUM, P_BAD_UDP_CSUM, P_TRUNCATED, P_BAD_TCP_HEADER, P_L3_FLUSH,
+       P_UDP_ZERO_CSUM, P_N };
 
 static const char *const FLUSH_NAMES[] = {
     [F_CWR] = "cwr", [F_FLAGS_CHANGED] = "flags_changed",
@@ -138,12 +170,23 @@ static const char *const FLUSH_NAMES[] = {
     [F_POLL_END] = "poll_end", [F_LONGER_DATAGRAM] = "longer_datagram",
     [F_SHORT_DATAGRAM] = "short_datagram", [F_SEGMENT_LIMIT] = "segment_limit",
     [F_CSUM_STATE] = "csum_state", [F_BUDGET] = "budget",
-    [F_FLUSH_TIMEOUT] = "flush_timeout",
+    [F_FLUSH_TIMEOUT] = "flush_timeout", [F_L3_FLUSH] = "l3_flush",
 };
 static const char *const PASS_NAMES[] = {[P_PURE_ACK] = "pure_ack", [P_FLAGS] = "flags",
                                          [P_NO_UDP_GRO] = "no_udp_gro",
                                          [P_UDP_LENGTH] = "udp_length",
-                                         [P_CSUM_STATE] = "csum_state"};
+                                         [P_CSUM_STATE] = "csum_state",
+                                         [P_NOT_IP] = "not_ip", [P_NO_HANDLER] = "no_handler",
+                                         [P_IP_OPTIONS] = "ip_options",
+                                         [P_FRAGMENT] = "fragment",
+                                         [P_EXT_HEADER] = "ext_header",
+                                         [P_BAD_IP_CSUM] = "bad_ip_csum",
+                                         [P_BAD_TCP_CSUM] = "bad_tcp_csum",
+                                         [P_BAD_UDP_CSUM] = "bad_udp_csum",
+                                         [P_TRUNCATED] = "truncated",
+                                         [P_BAD_TCP_HEADER] = "bad_tcp_header",
+                                         [P_L3_FLUSH] = "l3_flush",
+                                         [P_UDP_ZERO_CSUM] = "udp_zero_csum"};
 _Static_assert(sizeof FLUSH_NAMES / sizeof *FLUSH_NAMES == F_N, "a name per flush code");
 _Static_assert(sizeof PASS_NAMES / sizeof *PASS_NAMES == P_N, "a name per pass code");
 
@@ -174,6 +217,12 @@ typedef struct {
     int nrefs;              /* then payloads still in the input chunk */
     size_t reflen;
     uint32_t head_L, count, mss, seq_next, size, word, ack, ipid;
+    /* a segment cut by a snaplen (payload.payloads): the payload is kept
+     * up to the end of the first cut one; left: captured payload bytes of
+     * later segments, left out.  head_cl: the head's captured payload */
+    int cut;
+    uint32_t head_cl;
+    uint64_t left;
     uint32_t tosttl, df;
     int fin_psh, fixedid, tail_odd;
     uint32_t head_psum, tail_psum;   /* payload sums mod 0xFFFF */
@@ -204,10 +253,12 @@ typedef struct {
     /* configuration */
     uint32_t limit;
     int64_t gap, jiffy;
-    int verify, csum_valid, hash_flow, vlan, v6;
+    int verify, csum_valid, hash_flow, vlan;
     int linktype;           /* of the records of the current run() / scan() */
     int udp_gro;            /* UDP datagrams take standard GRO (--udp gro) */
     int fraglist;           /* rx-gro-list: TCP and UDP flows take fraglist GRO */
+    uint8_t inet[256];      /* IP protocols with a GRO handler (offload.inet_offload):
+                               1 TCP / UDP, 2 another's (a tunnel: not handled here) */
     int nlocal;             /* local_ports given: destination ports (bit set) */
     uint8_t local[65536 / 8];   /* with a local socket (tcp.uses_fraglist, udp.udp_mode) */
     /* the NAPI model (engine.py): gro_flush_timeout (ns, 0 = none), NAPI
@@ -240,6 +291,9 @@ typedef struct {
     /* statistics since the last stats() */
     uint64_t poll_gaps[GAP_BUCKETS], budget_ends, moved2, movedh;
     uint64_t flush[F_N], pass[P_N], verified, seed, singles, aggregates, segs;
+    uint64_t csum_bad, skip_l3, skip_cut;    /* csum.verify: bad, skipped_l3_flush,
+                                                skipped_truncated */
+    uint64_t cut_aggs, cut_left;             /* GROStats.note_cut */
     uint64_t kind_aggs[K_N], kind_segs[K_N];  /* aggregates, segs by kind */
     uint32_t *hist;
     size_t hist_n, hist_cap;
@@ -385,10 +439,12 @@ static inline void put32(uint8_t *p, uint32_t v, int swap)
     memcpy(p, &v, 4);
 }
 
-/* A record for ts (ns), caplen = origlen = n: a classic pcap record in
- * the input's format, or an EPB with the options opt (NULL: none) already
- * laid out around it.  Returns where its n bytes of frame go. */
-static uint8_t *out_record(Engine *e, int64_t ts, uint32_t n, const sbuf *opt)
+/* A record for ts (ns), caplen n, original length orig: a classic pcap
+ * record in the input's format, or an EPB with the options opt (NULL:
+ * none) already laid out around it.  Returns where its n bytes of frame
+ * go. */
+static uint8_t *out_record_cut(Engine *e, int64_t ts, uint32_t n, uint32_t orig,
+                               const sbuf *opt)
 {
     uint8_t *r;
     if (e->ng) {
@@ -405,7 +461,7 @@ static uint8_t *out_record(Engine *e, int64_t ts, uint32_t n, const sbuf *opt)
         ng_put32(r + 12, (uint32_t)(t >> 32), sw);
         ng_put32(r + 16, (uint32_t)t, sw);
         ng_put32(r + 20, n, sw);
-        ng_put32(r + 24, n, sw);
+        ng_put32(r + 24, orig, sw);
         uint8_t *q = r + 28 + n;
         memset(q, 0, pad);
         if (ol)
@@ -420,7 +476,7 @@ static uint8_t *out_record(Engine *e, int64_t ts, uint32_t n, const sbuf *opt)
         put32(r, (uint32_t)(ts / 1000000000), e->swap);
         put32(r + 4, (uint32_t)((ts % 1000000000) / e->mul), e->swap);
         put32(r + 8, n, e->swap);
-        put32(r + 12, n, e->swap);
+        put32(r + 12, orig, e->swap);
         e->outlen += 16 + (size_t)n;
         r += 16;
     }
@@ -449,13 +505,13 @@ static const sbuf *position_opts(Engine *e, int64_t idx, int64_t ts)
  * time, even when that is earlier than a packet written before it
  * (last_out_ts: the latest time written, raised to ts if later); annotated,
  * with its position when it overtakes held packets (annotate.passed) */
-static void pass_up(Engine *e, int reason, const uint8_t *f, uint32_t n, int64_t ts,
-                    int64_t idx)
+static void pass_frame(Engine *e, int reason, const uint8_t *f, uint32_t n, uint32_t orig,
+                       int64_t ts, int64_t idx)
 {
     e->pass[reason]++;
     if (ts > e->last_out_ts)
         e->last_out_ts = ts;
-    uint8_t *d = out_record(e, ts, n, e->nheld ? position_opts(e, idx, ts) : NULL);
+    uint8_t *d = out_record_cut(e, ts, n, orig, e->nheld ? position_opts(e, idx, ts) : NULL);
     if (d)
         memcpy(d, f, n);
 }
@@ -478,59 +534,62 @@ static void bucket_remove(Engine *e, int slot)
 
 /* gro_complete + napi_gro_complete: hand a held packet up at time t, or at
  * last_out_ts (the latest time written) if t is earlier */
-static void complete_headers(Engine *e, const Agg *a, uint8_t *d);
+static uint32_t complete_headers(Engine *e, const Agg *a, uint8_t *d);
 
-static void complete(Engine *e, int slot, int reason, int64_t t)
+/* annotate.aggregate for a snaplen-cut aggregate: the aggregate comment
+ * and the TSO flag, no restore record (no exact one possible) */
+static int ng_aggregate_cut(sbuf *opts, sbuf *txt, uint32_t count, uint32_t mss,
+                            const char *proto, const char *ended, int swap)
 {
-    Agg *a = &e->aggs[slot];
-    bucket_remove(e, slot);
-    e->used[slot] = 0;
-    e->nheld--;
-    e->flush[reason]++;
-    if (t < e->last_out_ts)
-        t = e->last_out_ts;
-    e->last_out_ts = t;
-    uint32_t n = a->hlen + (uint32_t)(a->paylen + a->reflen);
-    /* the headers as written (completed below for an aggregate) */
-    uint8_t hdr[HDRMAX];
-    memcpy(hdr, a->hdr, a->hlen);
-    const sbuf *opt = NULL;
-    if (a->count == 1) {
-        opt = position_opts(e, a->head_idx, a->head_ts);
-    } else {
-        complete_headers(e, a, hdr);
-        if (e->ng && e->annotate) {
-            if (ng_aggregate(&e->opts, &e->txt, a->count, a->mss, (long long)a->head_idx,
-                             (long long)a->head_ts, a->head_L, a->hdr, a->hlen, hdr, a->hlen,
-                             &a->rows, a->flist ? (a->udp ? "fraglist UDP" : "fraglist TCP")
-                                                : (a->udp ? "UDP" : "TCP"),
-                             FLUSH_NAMES[reason], e->ng_swap) < 0) {
-                PyErr_Clear();
-                e->error = 1;
-            }
-            opt = &e->opts;
-        }
+    opts->n = txt->n = 0;
+    if (sb_str(txt, "pcapgro: GRO aggregate (") < 0 || sb_str(txt, proto) < 0
+            || sb_str(txt, ") of ") < 0 || sb_ll(txt, count, 0) < 0
+            || sb_str(txt, " segments, gso_size ") < 0 || sb_ll(txt, mss, 0) < 0
+            || sb_str(txt, ", ended by ") < 0 || sb_str(txt, ended) < 0
+            || ng_option(opts, OPT_COMMENT, txt->p, txt->n, swap) < 0)
+        return -1;
+    uint8_t fl[4];
+    ng_put32(fl, EPB_FLAG_TSO, swap);
+    if (ng_option(opts, OPT_FLAGS, fl, 4, swap) < 0)
+        return -1;
+    return ng_end(opts);
+}
+
+/* the options of aggregate a written with headers hdr (hn bytes):
+ * annotate.aggregate (pcapng, annotated), else NULL */
+static const sbuf *agg_options(Engine *e, const Agg *a, const uint8_t *hdr, uint32_t hn,
+                               int reason)
+{
+    if (!(e->ng && e->annotate))
+        return NULL;
+    const char *proto = a->flist ? (a->udp ? "fraglist UDP" : "fraglist TCP")
+                                 : (a->udp ? "UDP" : "TCP");
+    const char *ended = FLUSH_NAMES[reason];
+    int r = a->cut ? ng_aggregate_cut(&e->opts, &e->txt, a->count, a->mss, proto, ended,
+                                      e->ng_swap)
+                   : ng_aggregate(&e->opts, &e->txt, a->count, a->mss, (long long)a->head_idx,
+                                  (long long)a->head_ts, a->head_L, a->hdr, a->hlen, hdr, hn,
+                                  &a->rows, proto, ended, e->ng_swap);
+    if (r < 0) {
+        PyErr_Clear();
+        e->error = 1;
     }
-    uint8_t *d = out_record(e, t, n, opt);
-    if (!d)
-        return;
-    memcpy(d, hdr, a->hlen);
-    uint8_t *q = d + a->hlen;
-    memcpy(q, a->pay, a->paylen);
-    q += a->paylen;
-    for (int k = 0; k < a->nrefs; k++) {
-        memcpy(q, a->refs[k].p, a->refs[k].n);
-        q += a->refs[k].n;
-    }
-    if (a->count == 1) {
-        e->singles++;
-        return;
-    }
+    return &e->opts;
+}
+
+/* the statistics of a completed aggregate (GROStats.count_aggregate,
+ * note_cut) */
+static void count_aggregate(Engine *e, const Agg *a)
+{
     e->aggregates++;
     e->segs += a->count;
     int kind = (a->udp ? K_UDP : K_TCP) + a->flist;
     e->kind_aggs[kind]++;
     e->kind_segs[kind] += a->count;
+    if (a->cut) {
+        e->cut_aggs++;
+        e->cut_left += a->left;
+    }
     if (e->hist_n == e->hist_cap) {
         size_t cap = e->hist_cap ? e->hist_cap * 2 : 1024;
         uint32_t *h = realloc(e->hist, cap * sizeof(uint32_t));
@@ -544,23 +603,90 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
     e->hist[e->hist_n++] = a->count;
 }
 
-/* inet_gro_complete / ipv6_gro_complete and tcp4_gro_complete /
- * tcp6_gro_complete on the aggregate's headers written at d */
-static void complete_headers(Engine *e, const Agg *a, uint8_t *d)
+static void complete(Engine *e, int slot, int reason, int64_t t)
 {
-    uint32_t l3 = a->l3, l4, c;
+    Agg *a = &e->aggs[slot];
+    bucket_remove(e, slot);
+    e->used[slot] = 0;
+    e->nheld--;
+    e->flush[reason]++;
+    if (t < e->last_out_ts)
+        t = e->last_out_ts;
+    e->last_out_ts = t;
+    /* the headers as written (completed below for an aggregate; IPv6 BIG
+     * TCP: ins bytes of jumbo Hop-by-Hop header inserted) */
+    uint8_t hdr[HDRMAX + JUMBO_HBH];
+    uint32_t ins = 0;
+    memcpy(hdr, a->hdr, a->hlen);
+    const sbuf *opt;
+    if (a->count == 1) {
+        opt = position_opts(e, a->head_idx, a->head_ts);
+    } else {
+        ins = complete_headers(e, a, hdr);
+        opt = agg_options(e, a, hdr, a->hlen + ins, reason);
+    }
+    /* captured: the headers and the payload kept; on the wire: the L3
+     * length (a snaplen cut leaves bytes out) */
+    uint32_t hn = a->hlen + ins, n = hn + (uint32_t)(a->paylen + a->reflen);
+    uint8_t *d = out_record_cut(e, t, n, a->l3 + ins + a->size - 4 * a->tags, opt);
+    if (!d)
+        return;
+    memcpy(d, hdr, hn);
+    uint8_t *q = d + hn;
+    memcpy(q, a->pay, a->paylen);
+    q += a->paylen;
+    for (int k = 0; k < a->nrefs; k++) {
+        memcpy(q, a->refs[k].p, a->refs[k].n);
+        q += a->refs[k].n;
+    }
+    if (a->count == 1)
+        e->singles++;
+    else
+        count_aggregate(e, a);
+}
+
+/* ipv6_gro_complete's BIG TCP branch (ipv6.py complete_header): an
+ * aggregate whose payload length exceeds 65535 gets a Hop-by-Hop header
+ * with a Jumbo Payload option right after the fixed header (6.18; the
+ * payload length field 0, next header 0); d holds hlen bytes of headers.
+ * Returns the bytes inserted: 8, or 0 (the payload length written). */
+static uint32_t ipv6_jumbo(uint8_t *d, uint32_t l3, uint32_t hlen, uint32_t plen)
+{
+    if (plen <= 0xFFFF) {
+        d[l3 + 4] = (uint8_t)(plen >> 8);
+        d[l3 + 5] = (uint8_t)plen;
+        return 0;
+    }
+    uint8_t *x = d + l3 + 40;
+    memmove(x + JUMBO_HBH, x, hlen - l3 - 40);
+    uint32_t jl = plen + JUMBO_HBH;
+    x[0] = d[l3 + 6];
+    x[1] = 0;
+    x[2] = 0xC2;                /* IPV6_TLV_JUMBO */
+    x[3] = 4;
+    x[4] = (uint8_t)(jl >> 24); x[5] = (uint8_t)(jl >> 16);
+    x[6] = (uint8_t)(jl >> 8); x[7] = (uint8_t)jl;
+    d[l3 + 4] = d[l3 + 5] = d[l3 + 6] = 0;
+    return JUMBO_HBH;
+}
+
+/* inet_gro_complete / ipv6_gro_complete and tcp4_gro_complete /
+ * tcp6_gro_complete on the aggregate's headers written at d (room for
+ * JUMBO_HBH more); returns the bytes inserted (IPv6 BIG TCP) */
+static uint32_t complete_headers(Engine *e, const Agg *a, uint8_t *d)
+{
+    uint32_t l3 = a->l3, l4, c, ins = 0;
     uint32_t l3len = a->size - 4 * a->tags;  /* size counts the tags */
     uint64_t l4len, pseudo;
     uint32_t proto = a->udp ? 17 : 6, at = a->udp ? 6 : 16;
     if (a->v6) {
-        /* payload length (run() handles IPv6 only where it fits 16 bits),
-         * extension headers included */
-        uint32_t plen = l3len - 40;
+        /* payload length, extension headers included (or the jumbo
+         * header); the pseudo-header counts the L4 length as 32 bits */
         l4 = a->l4;
         l4len = l3len - (l4 - l3);
-        d[l3 + 4] = (uint8_t)(plen >> 8);
-        d[l3 + 5] = (uint8_t)plen;
-        pseudo = sum16(d + l3 + 8, 32) + proto + l4len;
+        pseudo = sum16(d + l3 + 8, 32) + proto + (l4len >> 16) + (l4len & 0xFFFF);
+        ins = ipv6_jumbo(d, l3, a->hlen, l3len - 40);
+        l4 += ins;
     } else {
         /* total length (0 above 65535: BIG TCP), header checksum */
         uint32_t tot = l3len <= 0xFFFF ? l3len : 0;
@@ -585,15 +711,17 @@ static void complete_headers(Engine *e, const Agg *a, uint8_t *d)
     }
     /* the checksum: the pseudo-header seed (kernel; fraglist: the first
      * packet's stays) or valid */
-    if (!e->csum_valid && a->flist)
-        return;
-    if (!e->csum_valid) {
+    /* (a snaplen cut: the seed, payload.payloads' rule) */
+    int seed = !e->csum_valid || a->cut;
+    if (seed && a->flist)
+        return ins;
+    if (seed) {
         uint32_t f = (uint32_t)(pseudo % 0xFFFF);   /* fold(): the seed */
         c = f ? f : 0xFFFF;
     } else {
         d[l4 + at] = d[l4 + at + 1] = 0;
         uint64_t ps = a->head_psum + (uint64_t)(a->head_L & 1 ? a->tail_psum * 256u : a->tail_psum);
-        uint64_t s = pseudo + sum16(d + l4, a->hlen - l4) + ps;
+        uint64_t s = pseudo + sum16(d + l4, a->hlen + ins - l4) + ps;
         uint32_t rr = (uint32_t)(s % 0xFFFF);
         c = rr ? 0xFFFF - rr : 0;          /* ~fold(s), s > 0 */
         if (!c && a->udp)
@@ -601,6 +729,7 @@ static void complete_headers(Engine *e, const Agg *a, uint8_t *d)
     }
     d[l4 + at] = (uint8_t)(c >> 8);
     d[l4 + at + 1] = (uint8_t)c;
+    return ins;
 }
 
 static void flush_all(Engine *e, int reason, int64_t t)
@@ -768,7 +897,23 @@ typedef struct {
     uint8_t key[KEYMAX];
     uint64_t kh;
     uint32_t ext;           /* bytes of IPv6 extension headers (at l3 + 40) */
+    uint32_t orig;          /* original length (n: captured) */
+    int flush_l3;           /* NAPI_GRO_CB(skb)->flush at L3: length mismatch, evil bit */
+    uint32_t ucsum;         /* UDP checksum field */
+    int pass;               /* the Pass reason of RX_PASS (parse_frame, seg_csum) */
 } Seg;
+
+/* hand segment g up unchanged (pass_frame), captured and original lengths
+ * as received */
+static void pass_seg(Engine *e, int reason, const Seg *g, int64_t ts, int64_t idx)
+{
+    pass_frame(e, reason, g->f, g->n, g->orig, ts, idx);
+}
+
+/* what the frame step makes of a record: not handled here (the run ends),
+ * a segment for the GRO lists, or a packet passed up before flow matching
+ * (Seg.pass says why) */
+enum { RX_NO, RX_SEG, RX_PASS };
 
 /* the held packet of g's flow, or -1: the same key and, behind IPv6
  * extension headers, the same chain (ipv6_gro_receive compares the whole
@@ -845,15 +990,19 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     a->head_idx = idx;
     a->age = ts / e->jiffy;
     a->paylen = 0;
+    uint32_t cl = g->n - g->pay;            /* captured payload */
     a->refs[0].p = g->f + g->pay;
-    a->refs[0].n = g->L;
+    a->refs[0].n = cl;
     a->nrefs = 1;
-    a->reflen = g->L;
+    a->reflen = cl;
     a->head_L = g->L;
+    a->head_cl = cl;
+    a->cut = g->n < g->orig;
+    a->left = 0;
     a->count = 1;
     a->mss = g->L;
     a->seq_next = g->seq + g->L;
-    a->size = g->n - g->l3 + 4 * g->tags;   /* p->len: L3 bytes + 4 per VLAN tag */
+    a->size = g->orig - g->l3 + 4 * g->tags;    /* p->len: L3 bytes + 4 per VLAN tag */
     a->tags = g->tags;
     a->word = g->word;
     a->ack = g->ack;
@@ -933,9 +1082,11 @@ static int final_reason(uint32_t flags)
 static void pass_or_hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
 {
     if (g->L < 1)
-        pass_up(e, P_PURE_ACK, g->f, g->n, ts, idx);
+        pass_seg(e, P_PURE_ACK, g, ts, idx);
     else if (g->flags & TH_FINAL)
-        pass_up(e, P_FLAGS, g->f, g->n, ts, idx);
+        pass_seg(e, P_FLAGS, g, ts, idx);
+    else if (g->flush_l3)
+        pass_seg(e, P_L3_FLUSH, g, ts, idx);
     else
         hold(e, g, ts, idx);
 }
@@ -952,9 +1103,40 @@ static int fraglist_flush(const Agg *a, const Seg *g)
         return F_CSUM_STATE;
     if (a->count >= TCP_FRAGLIST_MAX)
         return F_SEGMENT_LIMIT;
-    if (a->size + (g->n - g->l3 + 4 * g->tags) >= GRO_LEGACY_MAX_SIZE)
+    if (g->flush_l3)
+        return F_L3_FLUSH;
+    if (a->size + (g->orig - g->l3 + 4 * g->tags) >= GRO_LEGACY_MAX_SIZE)
         return F_SIZE_LIMIT;
     return -1;
+}
+
+/* the standard branch's last checks (tcp.py _std_flush): the L3 flush
+ * flag (tcp_gro_receive: NAPI_GRO_CB(skb)->flush), then the size limit
+ * (skb_gro_receive: gro_max_size, exclusive); -1 = may merge */
+static int std_flush(const Engine *e, const Agg *a, const Seg *g)
+{
+    if (g->flush_l3)
+        return F_L3_FLUSH;
+    return a->size + g->L >= e->limit ? F_SIZE_LIMIT : -1;
+}
+
+/* the captured payload of g joins a's (referred to in place), unless a
+ * segment before it was cut by a snaplen: then it is left out, as
+ * payload.payloads leaves it (counted: left) */
+static void merge_payload(Engine *e, Agg *a, const Seg *g)
+{
+    uint32_t cl = g->n - g->pay;
+    if (a->cut) {
+        a->left += cl;
+        return;
+    }
+    if (a->nrefs == NREFS)
+        materialize(e, a);
+    a->refs[a->nrefs].p = g->f + g->pay;
+    a->refs[a->nrefs].n = cl;
+    a->nrefs++;
+    a->reflen += cl;
+    a->cut = g->n < g->orig;
 }
 
 /* skb_gro_receive: segment g (input index idx, time ts) joins aggregate a
@@ -966,12 +1148,7 @@ static void merge(Engine *e, Agg *a, const Seg *g, int64_t ts, int64_t idx)
     a->size += g->L;
     if (!a->flist)
         a->fin_psh |= g->flags & (TH_FIN | TH_PSH);
-    if (a->nrefs == NREFS)
-        materialize(e, a);
-    a->refs[a->nrefs].p = g->f + g->pay;
-    a->refs[a->nrefs].n = g->L;
-    a->nrefs++;
-    a->reflen += g->L;
+    merge_payload(e, a, g);
     if (e->annotate && sb_row(&a->rows, a->count == 2, (long long)(idx - a->head_idx),
                               (long long)(ts - a->head_ts), g->L, g->f, g->pay,
                               a->hdr, a->hlen) < 0) {
@@ -985,24 +1162,48 @@ static void merge(Engine *e, Agg *a, const Seg *g, int64_t ts, int64_t idx)
     }
 }
 
-/* udp_gro_receive + udp_gro_receive_segment (standard GRO) for one
- * datagram (pcapgro/gro/udp.py gro_receive): no GRO path -> passed; UDP
- * length <= 8 or not the bytes present -> passed (a held aggregate of its
- * flow stays held); then network header, longer datagram, size (at most
+/* udp_gro_receive_segment's checks before flow matching (udp.py
+ * segment_checks): checksum 0 (!uh->check), UDP length <= 8 or not the
+ * bytes present; the Pass reason or -1 */
+static int udp_segment_pass(const Seg *g)
+{
+    if (!g->ucsum)
+        return P_UDP_ZERO_CSUM;
+    if (g->ulen <= 8 || g->ulen != g->L + 8)
+        return P_UDP_LENGTH;
+    return -1;
+}
+
+/* a datagram with no held packet to join (udp.py _start): passed on the
+ * L3 flush flag, else held */
+static void udp_start(Engine *e, const Seg *g, int64_t ts, int64_t idx)
+{
+    if (g->flush_l3)
+        pass_seg(e, P_L3_FLUSH, g, ts, idx);
+    else
+        hold(e, g, ts, idx);
+}
+
+/* udp_gro_receive + udp_gro_receive_segment (standard or fraglist GRO) for one
+ * datagram (pcapgro/gro/udp.py gro_receive): no GRO path -> passed; checksum 0,
+ * UDP length <= 8 or not the bytes present -> passed (a held aggregate of its
+ * flow stays held); then network header, longer datagram, (fraglist:
+ * ip_summed,) the L3 flush flag, size (at most
  * 65536); merged; a shorter datagram or the 64th ends the aggregate */
 static void udp_receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
 {
     if (!e->udp_gro && !e->fraglist) {
-        pass_up(e, P_NO_UDP_GRO, g->f, g->n, ts, idx);
+        pass_seg(e, P_NO_UDP_GRO, g, ts, idx);
         return;
     }
-    if (g->ulen <= 8 || g->ulen != g->L + 8) {
-        pass_up(e, P_UDP_LENGTH, g->f, g->n, ts, idx);
+    int p = udp_segment_pass(g);
+    if (p >= 0) {
+        pass_seg(e, p, g, ts, idx);
         return;
     }
     int s = find(e, g);
     if (s < 0) {
-        hold(e, g, ts, idx);
+        udp_start(e, g, ts, idx);
         return;
     }
     Agg *a = &e->aggs[s];
@@ -1012,19 +1213,23 @@ static void udp_receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
     if (reason < 0 && a->flist) {
         if (g->partial != a->partial) {
             /* a datagram of the other ip_summed is passed, a stays held */
-            pass_up(e, P_CSUM_STATE, g->f, g->n, ts, idx);
+            pass_seg(e, P_CSUM_STATE, g, ts, idx);
             return;
         }
-        if (a->size + (g->n - g->l3 + 4 * g->tags) >= GRO_LEGACY_MAX_SIZE)
+        if (g->flush_l3)
+            reason = F_L3_FLUSH;
+        else if (a->size + (g->orig - g->l3 + 4 * g->tags) >= GRO_LEGACY_MAX_SIZE)
             reason = F_SIZE_LIMIT;
     } else if (reason < 0) {
         uint32_t lim = e->limit < GRO_LEGACY_MAX_SIZE ? e->limit : GRO_LEGACY_MAX_SIZE;
-        if (a->size + g->L >= lim)
+        if (g->flush_l3)
+            reason = F_L3_FLUSH;
+        else if (a->size + g->L >= lim)
             reason = F_SIZE_LIMIT;
     }
     if (reason >= 0) {
         complete(e, s, reason, ts);
-        hold(e, g, ts, idx);
+        udp_start(e, g, ts, idx);
         return;
     }
     merge(e, a, g, ts, idx);
@@ -1049,7 +1254,7 @@ static void receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
     Agg *a = &e->aggs[s];
     int reason = merge_flush(a, g);
     if (reason < 0)
-        reason = a->flist ? fraglist_flush(a, g) : a->size + g->L >= e->limit ? F_SIZE_LIMIT : -1;
+        reason = a->flist ? fraglist_flush(a, g) : std_flush(e, a, g);
     if (reason < 0) {
         merge(e, a, g, ts, idx);
         int after = g->L < a->mss ? F_SHORT_SEGMENT : final_reason(g->flags);
@@ -1063,25 +1268,47 @@ static void receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
 
 /* ------------------------------------------------------------ Python API */
 
+/* inet_handlers: 256 bytes, one per IP protocol: 0 no GRO handler
+ * (offload.inet_offload is None: passed, no_handler), 1 TCP / UDP, 2
+ * another handler (a tunnel: not handled here).  Default: TCP and UDP,
+ * and the tunnel protocols of Linux 6.18 (IPIP, IPv6-in-IP, GRE) */
+static int set_inet(Engine *e, const char *inet, Py_ssize_t n)
+{
+    if (inet && n != 256) {
+        PyErr_SetString(PyExc_ValueError, "inet_handlers: 256 bytes");
+        return -1;
+    }
+    if (inet) {
+        memcpy(e->inet, inet, 256);
+        return 0;
+    }
+    memset(e->inet, 0, 256);
+    e->inet[6] = e->inet[17] = 1;
+    e->inet[4] = e->inet[41] = e->inet[47] = 2;
+    return 0;
+}
+
 static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"limit", "poll_gap_ns", "jiffy_ns", "verify", "csum_valid",
                              "hash_flow", "vlan", "pcapng", "pcapng_swap", "pcapng_div",
                              "annotate", "udp_gro", "fraglist", "gro_flush_timeout", "napi_budget",
-                             "budget_old_only", "local_ports", "poll_work", "poll_wake_ns",
-                             "poll_rx_ns", "deliver_ns", "deliver_seg_ns", NULL};
+                             "budget_old_only", "local_ports", "inet_handlers", "poll_work",
+                             "poll_wake_ns", "poll_rx_ns", "deliver_ns", "deliver_seg_ns", NULL};
     unsigned long limit;
     long long gap, jiffy, ng_div = 1;
     int verify, csum_valid, hash_flow, vlan = 0, ng = 0, ng_swap = 0, annotate = 0;
     int udp_gro = 0, fraglist = 0, budget_old = 0, work = 0;
     long long timeout = 0, budget = 0, wake = 0, rx = 0, dp = 0, ds = 0;
-    const char *local = NULL;
-    Py_ssize_t nlocal = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLpppLLpy#pLLLL", kwlist, &limit,
+    const char *local = NULL, *inet = NULL;
+    Py_ssize_t nlocal = 0, ninet = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLpppLLpy#y#pLLLL", kwlist, &limit,
                                      &gap, &jiffy, &verify, &csum_valid, &hash_flow, &vlan,
                                      &ng, &ng_swap, &ng_div, &annotate, &udp_gro, &fraglist,
-                                     &timeout, &budget, &budget_old, &local, &nlocal, &work,
-                                     &wake, &rx, &dp, &ds))
+                                     &timeout, &budget, &budget_old, &local, &nlocal, &inet,
+                                     &ninet, &work, &wake, &rx, &dp, &ds))
+        return -1;
+    if (set_inet(e, inet, ninet) < 0)
         return -1;
     /* cfast.usable keeps the costs under 2**30 ns: the clock stays within
      * int64 for any capture time */
@@ -1135,9 +1362,6 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
     e->csum_valid = csum_valid;
     e->hash_flow = hash_flow;
     e->vlan = vlan;
-    /* an IPv6 aggregate's payload length must fit 16 bits: a larger limit
-     * (BIG TCP) adds a Hop-by-Hop jumbo header, left to the Python engine */
-    e->v6 = e->limit <= 0xFFFF + 41;   /* size < limit: 40 + payload <= limit - 1 */
     return 0;
 }
 
@@ -1173,27 +1397,6 @@ static uint32_t loop_family(int linktype, const uint8_t *f)
     return 0;
 }
 
-/* ipv6_gro_receive's walk (ipv6.py receive) in frame f of cap bytes: the
- * offset of the header after the fixed IPv6 header at l3 and the extension
- * headers it walks (ipv6_gso_pull_exthdrs: Hop-by-Hop, Routing, Destination
- * Options), *proto its protocol; 0 when not handled here (cut short, or
- * over EXTMAX bytes of extension headers) */
-static uint32_t ipv6_l4(const uint8_t *f, uint32_t l3, uint32_t cap, uint32_t *proto)
-{
-    uint32_t l4 = l3 + 40, nh;
-    if (l4 + 8 > cap)
-        return 0;
-    nh = f[l3 + 6];
-    while (nh == 0 || nh == 43 || nh == 60) {
-        if (l4 + 8 > cap || l4 - l3 - 40 >= EXTMAX)
-            return 0;
-        nh = f[l4];
-        l4 += (uint32_t)(f[l4 + 1] + 1) << 3;
-    }
-    *proto = nh;
-    return l4 - l3 - 40 > EXTMAX ? 0 : l4;
-}
-
 /* ts_max: the latest time (exclusive) a record of the loop may have:
  * what the output holds (classic pcap: 32-bit seconds; pcapng: 64-bit
  * ticks) and what keeps time differences within 63 bits (gaps above 2**62
@@ -1202,11 +1405,11 @@ static uint32_t ipv6_l4(const uint8_t *f, uint32_t l3, uint32_t cap, uint32_t *p
 #define TS_MAX_NG (1LL << 62)
 
 /* The record header step for a classic pcap record at offset off of buf:
- * its frame (*f, *cap bytes) and time *ts (ns) when captured == original
- * length, the frame within buf and the fraction within a second; 0 when
- * not. */
+ * its frame (*f, *cap bytes captured, *orig on the wire) and time *ts (ns)
+ * when captured <= original length, the frame within buf and the fraction
+ * within a second; 0 when not. */
 static int pcap_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_ssize_t off,
-                       const uint8_t **f, uint32_t *cap, int64_t *ts)
+                       const uint8_t **f, uint32_t *cap, uint32_t *orig, int64_t *ts)
 {
     if (off < 0 || off + 16 > blen)
         return 0;
@@ -1217,25 +1420,36 @@ static int pcap_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_
         h[0] = bswap32(h[0]); h[1] = bswap32(h[1]);
         h[2] = bswap32(h[2]); h[3] = bswap32(h[3]);
     }
-    if (h[2] != h[3] || off + 16 + (Py_ssize_t)h[2] > blen)
+    if (h[2] > h[3] || off + 16 + (Py_ssize_t)h[2] > blen)
         return 0;
     if ((int64_t)h[1] * e->in_mul >= 1000000000)
         return 0;               /* a fraction of a second out of range */
     *f = r + 16;
     *cap = h[2];
+    *orig = h[3];
     *ts = (int64_t)h[0] * 1000000000 + (int64_t)h[1] * e->in_mul;
     return 1;
 }
 
+/* Whether EPBs with options (comments, epb_flags, ...) are handled: when
+ * the output is classic pcap, which holds none of them (the reference's
+ * PcapWriter drops a Packet's meta, and GRO never reads it unannotated);
+ * into pcapng output a passed packet or an aggregate's head keeps them,
+ * which the Python engine writes. */
+static inline int epb_options_ok(const Engine *e)
+{
+    return !e->ng;
+}
+
 /* The record header step for an enhanced packet block at offset off of buf
- * (checked by the reader: pcapgro/capture/pcapng.py): its frame and time
- * ((ticks_hi << 32 | ticks_lo) * in_mul + in_off ns) when it has no
- * options (block length 32 + the captured length padded to 4), is of
- * interface in_iface, captured == original length, and its time is one
- * the output holds (0 <= ts < ts_max); 0 when not (an EPB with options is
- * the Python engine's: its Packet keeps them). */
+ * (checked by the reader, options included: pcapgro/capture/pcapng.py):
+ * its frame, lengths and time ((ticks_hi << 32 | ticks_lo) * in_mul +
+ * in_off ns) when it has no options (block length 32 + the captured length
+ * padded to 4) or epb_options_ok, is of interface in_iface, captured <=
+ * original length, and its time is one the output holds (0 <= ts <
+ * ts_max); 0 when not. */
 static int epb_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_ssize_t off,
-                      const uint8_t **f, uint32_t *cap, int64_t *ts)
+                      const uint8_t **f, uint32_t *cap, uint32_t *orig, int64_t *ts)
 {
     if (off < 0 || off + 32 > blen)
         return 0;
@@ -1245,8 +1459,8 @@ static int epb_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_s
         for (int k = 0; k < 7; k++)
             h[k] = bswap32(h[k]);
     uint64_t bl = 32 + (((uint64_t)h[5] + 3) & ~(uint64_t)3);
-    if (h[0] != BT_EPB || h[1] != bl || h[2] != e->in_iface || h[5] != h[6]
-            || off + (Py_ssize_t)bl > blen)
+    if (h[0] != BT_EPB || h[1] < bl || (h[1] != bl && !epb_options_ok(e)) || h[2] != e->in_iface
+            || h[5] > h[6] || off + (Py_ssize_t)h[1] > blen)
         return 0;
     uint64_t ticks = (uint64_t)h[3] << 32 | h[4];
     int64_t t;
@@ -1256,143 +1470,242 @@ static int epb_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_s
         return 0;
     *f = buf + off + 28;
     *cap = h[5];
+    *orig = h[6];
     *ts = t;
     return 1;
 }
 
-/* The link layer step (linklayer.network_layer) of frame f: Ethernet,
- * then up to MAXTAGS VLAN tags (vlan_gro_receive); Linux cooked v1 / v2;
- * raw IP; BSD loopback.  Sets *l3 (network header offset), *et (its
- * EtherType) and *tags; 0 when not handled here. */
-static int link_layer(const Engine *e, const uint8_t *f, uint32_t *l3p, uint32_t *etp,
-                      uint32_t *tagsp)
+/* The link layer step of frame f of cap bytes, as linklayer.network_layer:
+ * Ethernet and every in-band 802.1Q / 802.1ad tag after it (the TPIDs
+ * vlan_gro_receive registers for); Linux cooked v1 / v2; raw IP; BSD
+ * loopback.  Sets *l3 (network header offset), *tags and *et: 0x0800 or
+ * 0x86DD, else 0 (no IPv4 / IPv6 reachable: dev_gro_receive finds no
+ * packet_offload). */
+static void link_layer(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t *l3p,
+                       uint32_t *etp, uint32_t *tagsp)
 {
-    uint32_t l3, et, tags = 0;
+    uint32_t l3 = 0, et = 0, tags = 0;
     switch (e->linktype) {
     case 1:
-        l3 = 14;
+        if (cap < 14)
+            break;
+        l3 = 12;
         et = be16(f + 12);
         while (et == 0x8100 || et == 0x88A8) {
-            if (!e->vlan || l3 == L3MAX)
-                return 0;
-            et = be16(f + l3 + 2);
             l3 += 4;
             tags++;
+            if (cap < l3 + 2) {
+                et = 0;
+                break;
+            }
+            et = be16(f + l3);
         }
+        l3 += 2;
         break;
     case 113:                   /* LINUX_SLL: protocol at 14 */
-        l3 = 16;
-        et = be16(f + 14);
+        if (cap >= 16) {
+            l3 = 16;
+            et = be16(f + 14);
+        }
         break;
     case 276:                   /* LINUX_SLL2: protocol first */
-        l3 = 20;
-        et = be16(f);
+        if (cap >= 20) {
+            l3 = 20;
+            et = be16(f);
+        }
         break;
     case 12: case 14: case 101: case 228: case 229:     /* raw IP: the version */
-        l3 = 0;
-        et = f[0] >> 4 == 4 ? 0x0800 : f[0] >> 4 == 6 ? 0x86DD : 0;
+        if (cap)
+            et = f[0] >> 4 == 4 ? 0x0800 : f[0] >> 4 == 6 ? 0x86DD : 0;
         break;
     case 0: case 108:           /* BSD loopback: a 4-byte address family */
-        l3 = 4;
-        et = loop_family(e->linktype, f);
+        if (cap >= 4) {
+            l3 = 4;
+            et = loop_family(e->linktype, f);
+        }
         break;
-    default:
-        return 0;
     }
     *l3p = l3;
-    *etp = et;
+    *etp = et == 0x0800 || et == 0x86DD ? et : 0;
     *tagsp = tags;
-    return 1;
 }
 
-/* The frame step: the frame f of cap bytes when this loop handles it (see
- * the file comment): fills g (but for psum), returns 1; 0 when not
- * handled.  The checks of the Python reference's inet_gro_receive /
- * ipv6_gro_receive / tcp_gro_receive (pcapgro/gro/ipv4.py, ipv6.py,
- * tcp.py, udp.py) for this one case. */
-static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, Seg *g)
+static inline int rx_pass(Seg *g, int reason)
 {
-    if (cap < 20 + 8)
-        return 0;
-    uint32_t l3, et, tags;
-    if (!link_layer(e, f, &l3, &et, &tags))
-        return 0;
-    uint32_t l4, frag = 0, proto;
-    if (et == 0x0800) {
-        /* inet_gro_receive: no options, no fragment, good header checksum,
-         * total length = the frame (no padding) */
-        l4 = l3 + 20;
-        if (l4 + 8 > cap || f[l3] != 0x45)
-            return 0;
-        proto = f[l3 + 9];
-        frag = be16(f + l3 + 6);
-        if (be16(f + l3 + 2) + l3 != cap || (frag & 0xBFFF) || sum16(f + l3, 20) != 0)
-            return 0;
-    } else if (et == 0x86DD && e->v6) {
-        /* ipv6_gro_receive: TCP or UDP after the extension headers,
-         * payload length = the frame */
-        l4 = ipv6_l4(f, l3, cap, &proto);
-        if (!l4 || l4 + 8 > cap || be16(f + l3 + 4) + l3 + 40 != cap)
-            return 0;
-    } else {
-        return 0;
+    g->pass = reason;
+    return RX_PASS;
+}
+
+/* inet_gro_receive (ipv4.py receive) up to its L4 handler, for the IPv4
+ * header at g->l3: header cut short (skb_gro_header), no inet_offloads
+ * handler for the protocol, options (*(u8 *)iph != 0x45), a fragment
+ * (ip_is_fragment), a bad header checksum (ip_fast_csum) pass; a total
+ * length other than the bytes on the wire or the reserved bit set the L3
+ * flush.  RX_NO: a protocol whose handler is not TCP / UDP (a tunnel). */
+static int rx_ipv4(const Engine *e, Seg *g, uint32_t *proto)
+{
+    const uint8_t *f = g->f;
+    uint32_t l3 = g->l3;
+    if (g->n < l3 + 20)
+        return rx_pass(g, P_TRUNCATED);
+    uint32_t p = f[l3 + 9];
+    if (!e->inet[p])
+        return rx_pass(g, P_NO_HANDLER);
+    if (e->inet[p] != 1)
+        return RX_NO;
+    if (f[l3] != 0x45)
+        return rx_pass(g, P_IP_OPTIONS);
+    uint32_t frag = be16(f + l3 + 6);
+    if (frag & 0x3FFF)
+        return rx_pass(g, P_FRAGMENT);
+    if (sum16(f + l3, 20))
+        return rx_pass(g, P_BAD_IP_CSUM);
+    g->flush_l3 = be16(f + l3 + 2) != g->orig - l3 || (frag & 0x8000);
+    g->df = frag & 0x4000;
+    g->l4 = l3 + 20;
+    *proto = p;
+    return RX_SEG;
+}
+
+/* ipv6_gro_receive (ipv6.py receive) up to its L4 handler, for the IPv6
+ * header at g->l3: Hop-by-Hop, Routing and Destination Options headers
+ * walked (ipv6_gso_pull_exthdrs); a header cut short, a Fragment header, a
+ * protocol without an inet6_offloads handler (behind extension headers:
+ * ext_header) pass; a payload length other than the bytes on the wire sets
+ * the L3 flush.  RX_NO: a tunnel, or more than EXTMAX bytes of extension
+ * headers (this loop's limit). */
+static int rx_ipv6(const Engine *e, Seg *g, uint32_t *proto)
+{
+    const uint8_t *f = g->f;
+    uint32_t l3 = g->l3, cap = g->n;
+    if (cap < l3 + 40)
+        return rx_pass(g, P_TRUNCATED);
+    uint32_t off = l3 + 40, nh = f[l3 + 6];
+    while (nh == 0 || nh == 43 || nh == 60) {
+        if (cap < off + 8)
+            return rx_pass(g, P_TRUNCATED);
+        nh = f[off];
+        off += (uint32_t)(f[off + 1] + 1) << 3;
     }
-    uint32_t hl;
-    if (proto == 6) {
-        if (l4 + 20 > cap)
-            return 0;
-        hl = (uint32_t)(f[l4 + 12] >> 4) << 2;
-        if (hl < 20 || l4 + hl > cap)
-            return 0;
-    } else if (proto == 17) {
-        /* checksum 0 (IPv4: none) is the Python engine's */
-        if (!be16(f + l4 + 6))
-            return 0;
-        hl = 8;
-        g->ulen = be16(f + l4 + 4);
-    } else {
-        return 0;
-    }
+    if (nh == 44)
+        return rx_pass(g, P_FRAGMENT);
+    if (!e->inet[nh])
+        return rx_pass(g, off == l3 + 40 ? P_NO_HANDLER : P_EXT_HEADER);
+    if (cap < off)
+        return rx_pass(g, P_TRUNCATED);
+    if (e->inet[nh] != 1 || off - l3 - 40 > EXTMAX)
+        return RX_NO;
+    g->flush_l3 = be16(f + l3 + 4) != g->orig - l3 - 40;
+    g->df = 0;
+    g->l4 = off;
+    *proto = nh;
+    return RX_SEG;
+}
+
+/* tcp_gro_pull_header / udp_gro_udphdr (tcp.py parse_tcp, udp.py
+ * parse_udp) for the header at g->l4: cut short, or a TCP data offset
+ * below 5, pass */
+static int rx_l4(Seg *g, uint32_t proto)
+{
+    const uint8_t *f = g->f;
+    uint32_t l4 = g->l4;
     g->udp = proto == 17;
+    if (g->udp) {
+        if (g->n < l4 + 8)
+            return rx_pass(g, P_TRUNCATED);
+        g->hl = 8;
+        g->ulen = be16(f + l4 + 4);
+        g->ucsum = be16(f + l4 + 6);
+        return RX_SEG;
+    }
+    if (g->n < l4 + 20)
+        return rx_pass(g, P_TRUNCATED);
+    uint32_t hl = (uint32_t)(f[l4 + 12] >> 4) << 2;
+    if (hl < 20)
+        return rx_pass(g, P_BAD_TCP_HEADER);
+    if (g->n < l4 + hl || g->orig < l4 + hl)
+        return rx_pass(g, P_TRUNCATED);
+    g->hl = hl;
+    return RX_SEG;
+}
+
+/* The frame step (dev_gro_receive down to the L4 handler's header pull),
+ * frame f of cap bytes captured, orig on the wire: RX_SEG with g filled
+ * (but for psum and seg_fields') when it is a segment for the GRO lists,
+ * RX_PASS when the reference passes it before flow matching (g->pass),
+ * RX_NO when this loop does not handle it (see the file comment).  The
+ * checks of pcapgro/gro/engine.py _parse, ipv4.py, ipv6.py, tcp.py and
+ * udp.py, in their order. */
+static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t orig, Seg *g)
+{
+    uint32_t et, tags, proto = 0;
     g->f = f;
     g->n = cap;
-    g->hl = hl;
-    g->l3 = l3;
-    g->l4 = l4;
+    g->orig = orig;
+    link_layer(e, f, cap, &g->l3, &et, &tags);
+    if (!et)
+        return rx_pass(g, P_NOT_IP);
+    if (tags && !e->vlan)
+        return rx_pass(g, P_NO_HANDLER);    /* no vlan_gro_receive */
+    if (tags > MAXTAGS)
+        return RX_NO;
     g->tags = tags;
     g->v6 = et == 0x86DD;
-    g->ext = g->v6 ? l4 - l3 - 40 : 0;
-    g->pay = l4 + hl;
-    g->L = cap - g->pay;
+    int r = g->v6 ? rx_ipv6(e, g, &proto) : rx_ipv4(e, g, &proto);
+    if (r == RX_SEG)
+        r = rx_l4(g, proto);
+    if (r != RX_SEG)
+        return r;
+    g->ext = g->v6 ? g->l4 - g->l3 - 40 : 0;
+    g->pay = g->l4 + g->hl;
+    g->L = orig - g->pay;       /* skb_gro_len: from the original length */
     g->psum = 0;
     g->partial = 0;
-    g->df = frag & 0x4000;
-    return 1;
+    return RX_SEG;
 }
 
 /* The record at offset off of buf (a classic pcap record or an EPB, as
- * in_epb says) when this loop handles it: fills g (but for psum) and *ts,
- * returns 1; 0 when not handled. */
+ * in_epb says): its time *ts and parse_frame's verdict (RX_NO as well when
+ * the record header step does not take it). */
 static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
                         Py_ssize_t off, Seg *g, int64_t *ts)
 {
     const uint8_t *f;
-    uint32_t cap;
-    if (!(e->in_epb ? epb_header : pcap_header)(e, buf, blen, off, &f, &cap, ts))
-        return 0;
-    return parse_frame(e, f, cap, g);
+    uint32_t cap, orig;
+    if (!(e->in_epb ? epb_header : pcap_header)(e, buf, blen, off, &f, &cap, &orig, ts))
+        return RX_NO;
+    return parse_frame(e, f, cap, orig, g);
 }
 
-/* The payload sum of g when checksums are verified (0 when the TCP checksum
- * is bad: not handled, returns 0) or needed for --csum valid (RFC 1624:
- * from the checksum field, or from the bytes when the field holds the
- * pseudo-header seed); the rules of pcapgro/gro/csum.py.  Returns 1 when
- * handled. */
+/* csum.verify's verdict on a segment it does not sum (no cblock): an L3
+ * flush, a segment cut by a snaplen, or a UDP datagram without a checksum
+ * (counted as skipped) */
+static int csum_skipped(Engine *e, const Seg *g, int count)
+{
+    if (!(g->flush_l3 || g->n < g->orig || (g->udp && !g->ucsum)))
+        return 0;
+    if (count && g->flush_l3)
+        e->skip_l3++;
+    else if (count)
+        e->skip_cut++;
+    return 1;
+}
+
+/* The payload sum of g when checksums are verified or needed for --csum
+ * valid (RFC 1624: from the checksum field, or from the bytes when the
+ * field holds the pseudo-header seed); the rules of pcapgro/gro/csum.py
+ * (skb_gro_checksum_validate in tcp4_gro_receive / udp4_gro_receive and
+ * their IPv6 twins): a bad checksum passes (RX_PASS), else RX_SEG.
+ * count: add to the checksum counters. */
 static int seg_csum(Engine *e, Seg *g, int count)
 {
     const uint8_t *f = g->f;
     if (!(e->verify || e->csum_valid))
-        return 1;
+        return RX_SEG;
+    if (e->verify && csum_skipped(e, g, count))
+        return RX_SEG;
+    if (g->n < g->orig)
+        return RX_SEG;          /* cut: its aggregate's checksum is the seed */
     uint32_t l3 = g->l3, l4 = g->l4;
     uint32_t proto = g->udp ? 17 : 6, at = g->udp ? 6 : 16;
     uint64_t pseudo = g->v6 ? sum16(f + l3 + 8, 32) + proto + (g->n - l4)
@@ -1413,16 +1726,27 @@ static int seg_csum(Engine *e, Seg *g, int count)
                 e->seed++;
             g->partial = 1;
         } else {
-            return 0;
+            if (count)
+                e->csum_bad++;
+            return rx_pass(g, g->udp ? P_BAD_UDP_CSUM : P_BAD_TCP_CSUM);
         }
         g->psum = ps;
-        return 1;
+        return RX_SEG;
     }
     if (g->udp || be16(f + l4 + at) == sd)     /* UDP: always from the bytes */
         g->psum = sum16(f + g->pay, g->L);
     else
         g->psum = (uint32_t)((0xFFFF - (pseudo + th) % 0xFFFF) % 0xFFFF);
-    return 1;
+    return RX_SEG;
+}
+
+/* parse_record, then (a segment) seg_csum: what run() does with the record
+ * at offset off of buf (RX_NO: not handled, the run ends) */
+static int classify(Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_ssize_t off, Seg *g,
+                    int64_t *ts, int count)
+{
+    int r = parse_record(e, buf, blen, off, g, ts);
+    return r == RX_SEG ? seg_csum(e, g, count) : r;
 }
 
 /* the TCP/IP fields tcp_gro_receive and inet_gro_flush / ipv6_gro_flush
@@ -1563,14 +1887,20 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
         Seg g;
         int64_t ts;
         Py_ssize_t off = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i));
-        if (!parse_record(e, buf, blen, off, &g, &ts) || !seg_csum(e, &g, 1))
+        int r = classify(e, buf, blen, off, &g, &ts, 1);
+        if (r == RX_NO)
             break;
+        /* a passed packet counts in the NAPI poll as any other */
         poll_boundary(e, ts);
         e->have_last = 1;
         e->last_ts = ts;
         e->in_poll += e->budget != 0 && !e->work;
-        seg_fields(&g);
-        receive(e, &g, ts, base + i);
+        if (r == RX_PASS) {
+            pass_frame(e, g.pass, g.f, g.n, g.orig, ts, base + i);
+        } else {
+            seg_fields(&g);
+            receive(e, &g, ts, base + i);
+        }
         if (e->error)
             break;
     }
@@ -1598,7 +1928,7 @@ static PyObject *Engine_scan(Engine *e, PyObject *args)
         Seg g;
         int64_t ts;
         Py_ssize_t off = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i));
-        if (parse_record(e, view.buf, view.len, off, &g, &ts) && seg_csum(e, &g, 0)) {
+        if (classify(e, view.buf, view.len, off, &g, &ts, 0) != RX_NO) {
             if (first < 0)
                 first = i;
             if (i - first + 1 >= run)
@@ -1615,7 +1945,9 @@ static PyObject *Engine_scan(Engine *e, PyObject *args)
 
 /* stats() -> (flush counts, pass counts, verified, seed, singles, aggregates,
  * segments, hist list, aggregates by kind, segments by kind: tcp,
- * tcp_fraglist, udp, udp_fraglist); resets them */
+ * tcp_fraglist, udp, udp_fraglist, checksums bad, skipped_l3_flush,
+ * skipped_truncated, aggregates cut by a snaplen, bytes they left out);
+ * resets them */
 static PyObject *Engine_stats(Engine *e, PyObject *unused)
 {
     PyObject *fl = PyTuple_New(F_N), *pa = PyTuple_New(P_N), *hi = PyList_New((Py_ssize_t)e->hist_n);
@@ -1636,13 +1968,16 @@ static PyObject *Engine_stats(Engine *e, PyObject *unused)
         Py_XDECREF(ks);
         goto fail;
     }
-    PyObject *r = Py_BuildValue("NNKKKKKNNN", fl, pa, (unsigned long long)e->verified,
+    PyObject *r = Py_BuildValue("NNKKKKKNNNKKKKK", fl, pa, (unsigned long long)e->verified,
                                 (unsigned long long)e->seed, (unsigned long long)e->singles,
                                 (unsigned long long)e->aggregates, (unsigned long long)e->segs, hi,
-                                ka, ks);
+                                ka, ks, (unsigned long long)e->csum_bad,
+                                (unsigned long long)e->skip_l3, (unsigned long long)e->skip_cut,
+                                (unsigned long long)e->cut_aggs, (unsigned long long)e->cut_left);
     memset(e->flush, 0, sizeof e->flush);
     memset(e->pass, 0, sizeof e->pass);
     e->verified = e->seed = e->singles = e->aggregates = e->segs = 0;
+    e->csum_bad = e->skip_l3 = e->skip_cut = e->cut_aggs = e->cut_left = 0;
     memset(e->kind_aggs, 0, sizeof e->kind_aggs);
     memset(e->kind_segs, 0, sizeof e->kind_segs);
     e->hist_n = 0;
@@ -1658,7 +1993,9 @@ fail:
  * head_ts, head_idx, tail payload, count, mss, seq_next, size, fin_psh,
  * fixedid, age, head_psum, tail_psum, rows: the restore record's s= rows of
  * the merged segments when annotated, else '', fraglist, the head's
- * checksum held the seed); the engine then holds nothing */
+ * checksum held the seed, the head's original length, a segment was cut
+ * by a snaplen, captured payload bytes left out after it); the engine
+ * then holds nothing */
 static PyObject *Engine_release(Engine *e, PyObject *unused)
 {
     PyObject *lst = PyList_New(0);
@@ -1667,21 +2004,23 @@ static PyObject *Engine_release(Engine *e, PyObject *unused)
     for (int b = 0; b < NBUCKETS; b++) {
         for (int k = 0; k < e->bn[b]; k++) {
             Agg *a = &e->aggs[e->bk[b][k]];
-            PyObject *head = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(a->hlen + a->head_L));
+            PyObject *head = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(a->hlen + a->head_cl));
             if (!head)
                 goto fail;
             memcpy(PyBytes_AS_STRING(head), a->hdr, a->hlen);
-            memcpy(PyBytes_AS_STRING(head) + a->hlen, a->pay, a->head_L);
-            PyObject *t = Py_BuildValue("ikNLLy#kkkkiiLkks#ii", b, (unsigned long)a->hash, head,
-                                        (long long)a->head_ts, (long long)a->head_idx,
-                                        (const char *)a->pay + a->head_L,
-                                        (Py_ssize_t)(a->paylen - a->head_L),
+            memcpy(PyBytes_AS_STRING(head) + a->hlen, a->pay, a->head_cl);
+            PyObject *t = Py_BuildValue("ikNLLy#kkkkiiLkks#iikiK", b, (unsigned long)a->hash,
+                                        head, (long long)a->head_ts, (long long)a->head_idx,
+                                        (const char *)a->pay + a->head_cl,
+                                        (Py_ssize_t)(a->paylen - a->head_cl),
                                         (unsigned long)a->count, (unsigned long)a->mss,
                                         (unsigned long)a->seq_next, (unsigned long)a->size,
                                         a->fin_psh, a->fixedid, (long long)a->age,
                                         (unsigned long)a->head_psum, (unsigned long)a->tail_psum,
                                         a->rows.p ? a->rows.p : "", (Py_ssize_t)a->rows.n,
-                                        a->flist, a->partial);
+                                        a->flist, a->partial,
+                                        (unsigned long)(a->hlen + a->head_L), a->cut,
+                                        (unsigned long long)a->left);
             if (!t || PyList_Append(lst, t) < 0) {
                 Py_XDECREF(t);
                 goto fail;

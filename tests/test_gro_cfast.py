@@ -39,7 +39,9 @@ pytestmark = pytest.mark.skipif(not cfast.available(),
 
 US = 1000
 T0 = 1_700_000_000 * 10**9
-IPOPT = b"\x01\x01\x01\x00"      # IPv4 options (NOPs): never the loop's
+IPOPT = b"\x01\x01\x01\x00"      # IPv4 options (NOPs): passed by the loop
+# three VLAN tags: a frame the loop never takes (it holds at most two)
+TAGS3 = [(0x8100, 1), (0x8100, 2), (0x8100, 3)]
 
 
 # the link and IPv6 shapes of a flow with shapes=True (rule_traffic): plain,
@@ -535,12 +537,11 @@ def _calls(data, chunk=1 << 22, **cfg):
 
 
 def test_sparse_traffic_not_handed_over_per_packet():
-    # issue 18.7: segments with IPv4 options 2 ms apart (every one its own
-    # NAPI poll), which the loop does not take, go to the Python engine in
-    # one piece
-    f = Flow(4, ipid="inc")
-    pkts = [f.pkt(k * 1000, 1000, ACK, ts=T0 + k * 2_000_000, ip_options=IPOPT)
-            for k in range(400)]
+    # issue 18.7: segments behind three VLAN tags 2 ms apart (every one its
+    # own NAPI poll), which the loop does not take, go to the Python engine
+    # in one piece
+    f = Flow(4, ipid="inc", vlans=TAGS3)
+    pkts = [f.pkt(k * 1000, 1000, ACK, ts=T0 + k * 2_000_000) for k in range(400)]
     data = _pcap(pkts)
     out, st, runs, pys = _calls(data)
     assert (out, st) == run(data, False)[:2]
@@ -548,14 +549,15 @@ def test_sparse_traffic_not_handed_over_per_packet():
 
 
 def test_mixed_sparse_traffic_hand_overs_bounded():
-    # segments with and without IPv4 options alternating, 2 ms apart: the
-    # loop would take one record at a time; it takes over again only
+    # segments with and without three VLAN tags alternating, 2 ms apart:
+    # the loop would take one record at a time; it takes over again only
     # before MIN_RUN records it handles
     f = Flow(4, ipid="inc")
+    g = Flow(4, ipid="inc", vlans=TAGS3)
     pkts = []
     for k in range(300):
         ts = T0 + k * 2_000_000
-        pkts.append(f.pkt(k * 100, 100, ACK, ts=ts, ip_options=IPOPT) if k % 2
+        pkts.append(g.pkt(k * 100, 100, ACK, ts=ts) if k % 2
                     else f.pkt(k * 100, 100, ACK, ts=ts))
     # then a long bulk run in one poll: the loop takes it
     pkts += [f.pkt(30_000 + k * 1448, 1448, ACK, ts=T0 + 10**9 + k * US) for k in range(300)]
@@ -627,19 +629,45 @@ def test_ipv6_and_vlan_bulk_stays_in_the_compiled_loop(shape, cfg):
     assert st["flush_reasons"]["short_segment"] == 10
 
 
-@pytest.mark.parametrize("cfg", [dict(vlan_gro=False), dict(gro_max_size=200_000)])
-def test_handed_over_when_the_loop_does_not_model_it(cfg):
-    # without VLAN GRO tagged frames pass (the Python engine says why); an
-    # IPv6 aggregate beyond 65535 bytes of payload gets a jumbo header
-    # (BIG TCP), which the Python engine writes
-    fam, shape = (4, {"vlans": [(0x8100, 7)]}) if "vlan_gro" in cfg else (6, {})
-    f = Flow(fam, ipid="inc", **shape)
+def test_vlan_off_passed_in_the_compiled_loop():
+    # without VLAN GRO tagged frames pass (no_handler): the loop passes
+    # them itself since issue 16
+    cfg = dict(vlan_gro=False)
+    f = Flow(4, ipid="inc", vlans=[(0x8100, 7)])
     pkts = [f.pkt(k * 1448, 1448, ACK, ts=T0 + k * US) for k in range(300)]
     data = _pcap(pkts)
     out, st, runs, pys = _calls(data, **cfg)
-    assert pys >= 1
+    assert not pys and st["pass_reasons"]["no_handler"] == 300
     assert (out, st) == run(data, False, **cfg)[:2]
     assert general(pkts, **cfg) == (out, st)
+
+
+@pytest.mark.parametrize("cfg", [dict(gro_max_size=200_000),
+                                 dict(gro_max_size=200_000, csum="kernel"),
+                                 dict(gro_max_size=100_000, verify_csum=False),
+                                 dict(gro_max_size=150_000, hash="none")])
+@pytest.mark.parametrize("shape", [{}, {"exthdrs": [(60, bytes(6))]}, {"vlans": [(0x8100, 7)]}])
+def test_ipv6_big_tcp_in_the_compiled_loop(cfg, shape):
+    # an IPv6 aggregate beyond 65535 bytes of payload gets a jumbo
+    # Hop-by-Hop header (BIG TCP, ipv6_gro_complete): written by the loop
+    # itself since issue 16, as the reference writes it (pcap and
+    # annotated pcapng, whose restore record names the inserted header)
+    f = Flow(6, **shape)
+    g = Flow(4, ipid="inc", sport=7)
+    pkts = []
+    for k in range(300):
+        pkts.append(f.pkt(k * 1428, 1428, ACK | (PSH if k % 100 == 99 else 0),
+                          ts=T0 + 2 * k * US))
+        pkts.append(g.pkt(k * 1448, 1448, ACK, ts=T0 + (2 * k + 1) * US))
+    data = _pcap(pkts)
+    out, st, runs, pys = _calls(data, **cfg)
+    assert not pys
+    assert (out, st) == run(data, False, **cfg)[:2]
+    assert general(pkts, **cfg) == (out, st)
+    got = [parse(p) for p in PcapReader(io.BytesIO(out)) if type(p) is Packet]
+    jumbo = [p for p in got if p.family == 6 and p.jumbo]
+    assert jumbo and all(p.jumbo > 65535 for p in jumbo)
+    assert run_ng(data, True, **cfg)[:2] == run_ng(data, False, **cfg)[:2]
 
 
 def run_ng(data, compiled, chunk=1 << 22, annotate=True, min_run=1, **cfg):
@@ -1036,7 +1064,7 @@ def test_budget_and_flush_timeout_stay_in_the_compiled_loop(cfg):
                                       (dict(gro_flush_timeout=1_000_000, hz=1000), True),
                                       (dict(gro_flush_timeout=10_000_000, hz=100), False)])
 def test_budget_and_timeout_hand_back_at_poll_starts(cfg, back):
-    # segments with IPv4 options (the Python engine's) now and then, in
+    # segments behind three VLAN tags (the Python engine's) now and then, in
     # polls of 150 bulk segments 1.5 ms apart: the loop takes over again at
     # a poll start where the Python engine then holds nothing.  A timeout
     # longer than the gaps leaves the young aggregate held at every poll
@@ -1045,7 +1073,7 @@ def test_budget_and_timeout_hand_back_at_poll_starts(cfg, back):
     for k in range(100, len(pkts), 700):
         p = pkts[k]
         if parse(p).payload_len:
-            q = Flow(4, src="10.77.0.1", ipid="inc").pkt(k, 100, ACK, ts=p.ts, ip_options=IPOPT)
+            q = Flow(4, src="10.77.0.1", ipid="inc", vlans=TAGS3).pkt(k, 100, ACK, ts=p.ts)
             pkts[k] = q
     data = _pcap(pkts)
     out, st, runs, pys = _calls(data, **cfg)
@@ -1324,15 +1352,15 @@ def test_work_model_stays_in_the_compiled_loop(wi):
 
 @pytest.mark.parametrize("wi", [0, 1, 3, 5])
 def test_work_model_hand_overs_mid_poll(wi):
-    # segments with IPv4 options and ARP frames (the Python engine's) inside
-    # polls of bulk segments: the Python engine takes them with the clock
-    # where the loop left it, the loop takes over again at a poll start
+    # segments behind three VLAN tags (the Python engine's) and ARP frames
+    # (the loop's) inside polls of bulk segments: the Python engine takes
+    # them with the clock where the loop left it, the loop takes over again
+    # at a poll start
     pkts = _bulk(3000, gap_every=150, gap=1_500_000)
     for k in range(100, len(pkts), 350):
         p = pkts[k]
         if (k // 350) % 2:
-            q = Flow(4, src="10.77.0.1", ipid="inc").pkt(k, 100, ACK, ts=p.ts,
-                                                          ip_options=IPOPT)
+            q = Flow(4, src="10.77.0.1", ipid="inc", vlans=TAGS3).pkt(k, 100, ACK, ts=p.ts)
         else:
             q = Packet(p.ts, arp_frame(), 60, 0, 1)
         pkts[k] = q

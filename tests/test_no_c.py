@@ -31,7 +31,7 @@ MODES = {
 }
 
 # modes the compiled core does not model yet (cfast.usable refuses them)
-NOT_COMPILED = {"vxlan", "work-model"}
+NOT_COMPILED = {"vxlan"}
 
 
 def _merge(src, out, opts):

@@ -14,8 +14,10 @@ cost; in CPython they cost ~100 times more.
 
 The Python engine (:class:`pcapgro.gro.engine.GROEngine`) stays the
 reference and is in charge: it gives a chunk to the compiled loop only when
-it holds nothing itself, the loop stops at the first record it does not
-handle (see ``_native.c`` for which), and the aggregates it holds then are
+it holds nothing itself; the loop passes up what GRO passes unchanged (ARP,
+ICMP, fragments, bad checksums..., under the reference's Pass reasons) and
+stops at the first record it does not handle (see ``_native.c`` for which:
+a tunnel, an EPB with options into pcapng output...), and the aggregates it holds then are
 handed over as :class:`pcapgro.gro.seg.Agg` objects
 (:meth:`CEngine.release`, ``GROEngine.adopt``), so the Python engine
 continues exactly where it stopped; at a poll start after an arrival gap
@@ -31,7 +33,8 @@ of the input's byte order and resolution (``GROEngine.raw_out``, no
 annotations) or pcapng (``GROEngine.ng_out``: the loop writes the EPBs,
 with the comments, TSO flag and restore records of annotated output, as
 :class:`RawBlocks`; ``pcapgro/_annotate.h``); or when the input is pcapng
-(EPBs without options, of a decimal timestamp resolution) and the output
+(EPBs of a decimal timestamp resolution; with options only into classic
+pcap output, which holds none) and the output
 pcapng (EPBs on the packet's own interface in its own units) or classic
 pcap as the writer lays it out (``GROEngine.raw_layout``, no annotations):
 see :func:`layout`; and the configuration is one the loop models: standard
@@ -49,6 +52,7 @@ import os
 from ..capture import _stream
 from ..record import Packet, RawBlocks, RawRecords
 from .flush import Flush, Pass
+from .offload import inet_offload
 from .stats import KINDS          # the C loop's kind order
 
 try:  # the extension is optional (no C compiler at install time)
@@ -213,7 +217,7 @@ class CEngine:
                               gro_flush_timeout=min(cfg.gro_flush_timeout, 1 << 62),
                               napi_budget=cfg.napi_budget, budget_old_only=cfg.hz >= 1000,
                               local_ports=_port_set(cfg.local_ports),
-                              **ng, **_work_args(cfg))
+                              inet_handlers=_inet_handlers(), **ng, **_work_args(cfg))
 
     @property
     def held(self):
@@ -289,7 +293,7 @@ class CEngine:
     def collect(self, st):
         """Add the loop's counters to GROStats ``st`` (and reset them)."""
         (flush, passed, verified, seed, singles, aggs, segs, hist, kind_aggs,
-         kind_segs) = self.c.stats()
+         kind_segs, bad, skip_l3, skip_cut, cut_aggs, cut_left) = self.c.stats()
         for r, v in zip(FLUSH_CODES, flush):
             if v:
                 st.flush[r] += v
@@ -300,7 +304,16 @@ class CEngine:
             st.csum["verified"] += verified
         if seed:
             st.csum["seed"] += seed
+        if bad:
+            st.csum["bad"] += bad
+        if skip_l3:
+            st.csum["skipped_l3_flush"] += skip_l3
+        if skip_cut:
+            st.csum["skipped_truncated"] += skip_cut
         st.singles += singles
+        if cut_aggs:
+            st.cut_aggregates += cut_aggs
+            st.cut_bytes_left_out += cut_left
         if aggs:
             st.aggregates += aggs
             st.segments_merged += segs
@@ -327,18 +340,24 @@ class CEngine:
             return
         valid = self.cfg.csum == "valid"     # sums are only used for that
         for (b, h, head, head_ts, head_idx, tail, count, mss, seq_next, size, fin_psh,
-             fixedid, age, head_psum, tail_psum, rows, flist, partial) in self.c.release():
-            pkt = Packet(head_ts, head, len(head), self.iface, self.linktype, None)
+             fixedid, age, head_psum, tail_psum, rows, flist, partial, head_orig, cut,
+             left) in self.c.release():
+            pkt = Packet(head_ts, head, head_orig, self.iface, self.linktype, None)
             agg = eng.adopt(eng._parse(pkt), h, age, bool(flist))
             agg.head.partial = bool(partial)     # csum.verify's verdict
             agg.idxs = [head_idx]
             agg.psums = [head_psum if valid else None]
             if count > 1:
-                # what was merged, as one entry of payload bytes
-                agg.pkts.append(tail)
-                agg.pays.append(0)
-                agg.idxs.append(head_idx + 1)
-                agg.psums.append(tail_psum if valid else None)
+                # what was merged, as one entry of payload bytes (ending
+                # with a segment cut by the snaplen: a Packet shorter than
+                # its original length, as payload.payloads finds it)
+                if cut and len(head) == head_orig:
+                    tail = Packet(head_ts, tail, len(tail) + 1, self.iface, self.linktype,
+                                  None)
+                self._merged(agg, tail, head_idx + 1, tail_psum if valid else None)
+                if left:
+                    # the payload after the cut, left out: only its length counts
+                    self._merged(agg, bytes(left), head_idx + 2, None)
                 # annotated: the restore rows of what was merged
                 agg.rows0 = rows or None
             agg.count = count
@@ -348,6 +367,15 @@ class CEngine:
             agg.fin_psh = fin_psh
             agg.fixedid = bool(fixedid)
             assert agg.bucket is eng.buckets[b]
+
+    @staticmethod
+    def _merged(agg, entry, idx, psum):
+        """Append ``entry`` (payload bytes, or a Packet whose payload starts
+        at 0) to Agg ``agg``'s merged entries."""
+        agg.pkts.append(entry)
+        agg.pays.append(0)
+        agg.idxs.append(idx)
+        agg.psums.append(psum)
 
 
 def _work_args(cfg):
@@ -371,6 +399,18 @@ def _epb_args(lb):
     """The run() / scan() arguments after the link type for chunk ``lb``:
     none for classic pcap records, (iface, offset ns) for EPBs."""
     return (lb.iface, lb.tsoff) if lb.epb else ()
+
+
+def _inet_handlers():
+    """The loop's table of IP protocols (256 bytes): 0 without a GRO handler
+    in the offload table (passed: no_handler), 1 TCP / UDP, 2 another
+    handler's (a tunnel's: the reference path takes it)."""
+    table = bytearray(256)
+    for p in range(256):
+        off = inet_offload(p)
+        if off is not None:
+            table[p] = 1 if off.name in ("tcp", "udp") else 2
+    return bytes(table)
 
 
 def _port_set(ports):

@@ -125,6 +125,10 @@ class GROEngine(NAPI):
         self._shifts = PollShifts(self.cfg)
         # blocks written ahead of held packets (pcapgro.restore.BlockClaims)
         self._claims = restore.BlockClaims()
+        # records of lazy chunks the reference path took (hand-overs from
+        # the compiled core, or chunks it does not take): 0 when the
+        # compiled core took every one (tests/test_rule_list.py)
+        self.py_records = 0
 
     # ------------------------------------------------------------------ API
 
@@ -302,6 +306,7 @@ class GROEngine(NAPI):
     def _chunk_py(self, lb):
         """:meth:`_chunk` on the reference path (a hand-over): the chunk's
         records as Packets."""
+        self.py_records += len(lb)
         self._packets(lb.packets())
 
     def _polls(self, ts, run):
