@@ -83,6 +83,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <stdlib.h>
@@ -95,14 +96,33 @@
 #define MAXTAGS 2           /* VLAN tags handled here (802.1Q / 802.1ad) */
 #define L3MAX (14 + 4 * MAXTAGS)
 #define EXTMAX 256          /* bytes of IPv6 extension headers handled here */
-#define HDRMAX (L3MAX + 40 + EXTMAX + 60)   /* Ethernet, tags, IPv6, TCP 60 */
-#define KEYMAX 64           /* MAC header, [IPv6 word 0], addresses, ports,
-                               [IPv6 extension header length] */
+#define HDRMAX 1024         /* headers up to the payload: Ethernet, tags, IPv6
+                               with EXTMAX, TCP 60 (378 bytes), or a tunnel's
+                               two levels (parse_frame checks) */
+#define KEYMAX 72           /* MAC header, [IPv6 word 0], addresses, ports,
+                               [IPv6 extension header length]; the last byte:
+                               the tunnel kind */
+#define TKEYMAX 640         /* a tunnel's outer bytes compared within a flow */
 #define NREFS 64            /* payloads referred to in place, per aggregate */
 #define UDP_GRO_CNT_MAX 64  /* datagrams per UDP aggregate */
 #define TCP_FRAGLIST_MAX 64 /* segments per TCP fraglist aggregate */
-/* aggregate kinds (GROStats.by_kind: pcapgro/gro/stats.py KINDS) */
-enum { K_TCP, K_TCP_FRAGLIST, K_UDP, K_UDP_FRAGLIST, K_N };
+/* tunnel kinds (pcapgro/gro/seg.py Outer.kind); T_NONE: not tunnelled */
+enum { T_NONE, T_IPIP, T_SIT, T_IP4IP6, T_IP6IP6, T_GRE, T_VXLAN, T_GENEVE, T_N };
+/* aggregate kinds (GROStats.by_kind), named by KIND_NAMES: the four of
+ * pcapgro/gro/stats.py KINDS, then "<tunnel>_tcp", "<tunnel>_udp" per
+ * tunnel kind (core.py NAPI.complete) */
+enum { K_TCP, K_TCP_FRAGLIST, K_UDP, K_UDP_FRAGLIST, K_TUN0, K_N = K_TUN0 + 2 * (T_N - 1) };
+static const char *const KIND_NAMES[] = {
+    "tcp", "tcp_fraglist", "udp", "udp_fraglist", "ipip_tcp", "ipip_udp", "sit_tcp",
+    "sit_udp", "ip4ip6_tcp", "ip4ip6_udp", "ip6ip6_tcp", "ip6ip6_udp", "gre_tcp", "gre_udp",
+    "vxlan_tcp", "vxlan_udp", "geneve_tcp", "geneve_udp"};
+/* the annotated aggregate's comment names them (complete.py _tunnelled) */
+static const char *const KIND_NOTES[] = {
+    "TCP", "fraglist TCP", "UDP", "fraglist UDP", "IPIP/TCP", "IPIP/UDP", "SIT/TCP",
+    "SIT/UDP", "IP4IP6/TCP", "IP4IP6/UDP", "IP6IP6/TCP", "IP6IP6/UDP", "GRE/TCP", "GRE/UDP",
+    "VXLAN/TCP", "VXLAN/UDP", "GENEVE/TCP", "GENEVE/UDP"};
+_Static_assert(sizeof KIND_NAMES / sizeof *KIND_NAMES == K_N, "a name per kind");
+_Static_assert(sizeof KIND_NOTES / sizeof *KIND_NOTES == K_N, "a note per kind");
 #define GRO_LEGACY_MAX_SIZE 65536   /* UDP aggregates never grow beyond it */
 
 /* Flush reason codes; FLUSH_NAMES (exported as _native.FLUSH_NAMES, from
@@ -111,7 +131,8 @@ enum { K_TCP, K_TCP_FRAGLIST, K_UDP, K_UDP_FRAGLIST, K_N };
 enum {
     F_CWR, F_FLAGS_CHANGED, F_HEADER_LEN_CHANGED, F_WINDOW_CHANGED,
     F_ACK_CHANGED, F_OPTIONS_CHANGED, F_TTL_CHANGED, F_TOS_CHANGED,
-    F_DF_CHANGED, F_IP_ID, F_MSS_EXCEEDED, F_PURE_ACK, F_SEQ_GAP,
+    F_DF_CHANGED, F_IP_ID, F_OUTER_TTL_CHANGED, F_OUTER_TOS_CHANGED,
+    F_OUTER_DF_CHANGED, F_OUTER_IP_ID, F_MSS_EXCEEDED, F_PURE_ACK, F_SEQ_GAP,
     F_SIZE_LIMIT, F_PSH, F_FIN, F_URG, F_RST, F_SYN, F_SHORT_SEGMENT,
     F_BUCKET_FULL, F_POLL_END, F_LONGER_DATAGRAM, F_SHORT_DATAGRAM, F_SEGMENT_LIMIT,
     F_CSUM_STATE, F_BUDGET, F_FLUSH_TIMEOUT, F_N
@@ -124,7 +145,10 @@ static const char *const FLUSH_NAMES[] = {
     [F_HEADER_LEN_CHANGED] = "header_len_changed", [F_WINDOW_CHANGED] = "window_changed",
     [F_ACK_CHANGED] = "ack_changed", [F_OPTIONS_CHANGED] = "options_changed",
     [F_TTL_CHANGED] = "ttl_changed", [F_TOS_CHANGED] = "tos_changed",
-    [F_DF_CHANGED] = "df_changed", [F_IP_ID] = "ip_id", [F_MSS_EXCEEDED] = "mss_exceeded",
+    [F_DF_CHANGED] = "df_changed", [F_IP_ID] = "ip_id",
+    [F_OUTER_TTL_CHANGED] = "outer_ttl_changed", [F_OUTER_TOS_CHANGED] = "outer_tos_changed",
+    [F_OUTER_DF_CHANGED] = "outer_df_changed", [F_OUTER_IP_ID] = "outer_ip_id",
+    [F_MSS_EXCEEDED] = "mss_exceeded",
     [F_PURE_ACK] = "pure_ack", [F_SEQ_GAP] = "seq_gap", [F_SIZE_LIMIT] = "size_limit",
     [F_PSH] = "psh", [F_FIN] = "fin", [F_URG] = "urg", [F_RST] = "rst", [F_SYN] = "syn",
     [F_SHORT_SEGMENT] = "short_segment", [F_BUCKET_FULL] = "bucket_full",
@@ -148,6 +172,21 @@ _Static_assert(sizeof PASS_NAMES / sizeof *PASS_NAMES == P_N, "a name per pass c
 #define TH_CWR 0x80
 #define TH_FINAL (TH_URG | TH_PSH | TH_RST | TH_SYN | TH_FIN)
 
+/* a tunnelled packet's outer level (pcapgro/gro/seg.py Outer: what
+ * NAPI_GRO_CB keeps of it with encap_mark set) */
+typedef struct {
+    int kind;               /* T_*; T_NONE: not tunnelled (then only l3 is set) */
+    int v6;                 /* outer IPv6 (else IPv4) */
+    uint32_t l3;            /* outer IP header (network_offsets[0]) */
+    uint32_t toff;          /* UDP / GRE header; IP-in-IP: the inner IP header */
+    uint32_t csum_at;       /* outer checksum rewritten at completion (UDP when
+                               nonzero, GRE with C), 0 = none */
+    uint32_t tosttl, df, ipid;   /* the outer IP fields inet_gro_flush compares */
+    uint32_t klen;          /* bytes of key */
+    uint8_t key[TKEYMAX];   /* outer_id + the tunnel header's same-flow bytes +
+                               the inner MAC header (encap.py inner_receive) */
+} Tun;
+
 typedef struct {
     uint8_t key[KEYMAX];    /* flow key (seg_fields), zero-padded */
     uint64_t khash;
@@ -169,6 +208,8 @@ typedef struct {
     uint32_t head_L, count, mss, seq_next, size, word, ack, ipid;
     uint32_t tosttl, df;
     int fin_psh, fixedid, tail_odd;
+    int outer_fixedid;      /* the outer IPv4 ID found fixed (tunnels) */
+    Tun t;                  /* the outer level of a tunnelled flow */
     uint32_t head_psum, tail_psum;   /* payload sums mod 0xFFFF */
     sbuf rows;              /* annotated: the restore record's s= rows so far */
 } Agg;
@@ -189,6 +230,8 @@ typedef struct {
     int fraglist;           /* rx-gro-list: TCP and UDP flows take fraglist GRO */
     int nlocal;             /* local_ports given: destination ports (bit set) */
     uint8_t local[65536 / 8];   /* with a local socket (tcp.uses_fraglist, udp.udp_mode) */
+    int ntun;               /* UDP tunnel sockets given: destination ports of */
+    uint8_t vxlan[65536 / 8], geneve[65536 / 8];    /* VXLAN, Geneve (bit sets) */
     /* the NAPI model (engine.py): gro_flush_timeout (ns, 0 = none), NAPI
      * budget (packets per poll, 0 = none; a full poll's flush is old-only
      * when budget_old: hz >= 1000), packets taken by the current poll */
@@ -273,6 +316,18 @@ static uint32_t sum16(const uint8_t *p, size_t n)
     s = (s * 256) % 0xFFFF;
 #endif
     return (uint32_t)s;
+}
+
+/* the unfolded one's-complement sum of the pseudo-header of protocol
+ * proto, len bytes, for the IP header at l3 of f (ipv4.py / ipv6.py
+ * pseudo_sum; congruent mod 0xFFFF) */
+static inline uint64_t pseudo_sum(const uint8_t *f, uint32_t l3, int v6, uint32_t proto,
+                                  uint32_t len)
+{
+    if (v6)
+        return sum16(f + l3 + 8, 32) + proto + len;
+    return be16(f + l3 + 12) + be16(f + l3 + 14) + be16(f + l3 + 16) + be16(f + l3 + 18)
+           + proto + len;
 }
 
 /* CRC-32 (zlib's) of the flow hash: zlib.crc32(addresses + ports) or 1;
@@ -466,6 +521,8 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
     uint8_t hdr[HDRMAX];
     memcpy(hdr, a->hdr, a->hlen);
     const sbuf *opt = NULL;
+    int kind = a->t.kind ? K_TUN0 + 2 * (a->t.kind - 1) + a->udp
+                         : (a->udp ? K_UDP : K_TCP) + a->flist;
     if (a->count == 1) {
         opt = position_opts(e, a->head_idx, a->head_ts);
     } else {
@@ -473,8 +530,7 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
         if (e->ng && e->annotate) {
             if (ng_aggregate(&e->opts, &e->txt, a->count, a->mss, (long long)a->head_idx,
                              (long long)a->head_ts, a->head_L, a->hdr, a->hlen, hdr, a->hlen,
-                             &a->rows, a->flist ? (a->udp ? "fraglist UDP" : "fraglist TCP")
-                                                : (a->udp ? "UDP" : "TCP"), e->ng_swap) < 0) {
+                             &a->rows, KIND_NOTES[kind], e->ng_swap) < 0) {
                 PyErr_Clear();
                 e->error = 1;
             }
@@ -498,7 +554,6 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
     }
     e->aggregates++;
     e->segs += a->count;
-    int kind = (a->udp ? K_UDP : K_TCP) + a->flist;
     e->kind_aggs[kind]++;
     e->kind_segs[kind] += a->count;
     if (e->hist_n == e->hist_cap) {
@@ -514,63 +569,106 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
     e->hist[e->hist_n++] = a->count;
 }
 
-/* inet_gro_complete / ipv6_gro_complete and tcp4_gro_complete /
- * tcp6_gro_complete on the aggregate's headers written at d */
-static void complete_headers(Engine *e, const Agg *a, uint8_t *d)
+/* inet_gro_complete / ipv6_gro_complete (ipv4.py, ipv6.py complete_header)
+ * on the IP header at l3 of d, for a datagram of l3len bytes: the total
+ * length (0 above 65535: BIG TCP) and header checksum, or the payload
+ * length (run() handles IPv6 only where it fits 16 bits; extension
+ * headers included).  Returns the pseudo-header sum for protocol proto
+ * at l4. */
+static uint64_t ip_complete(uint8_t *d, uint32_t l3, int v6, uint32_t l3len, uint32_t l4,
+                            uint32_t proto)
 {
-    uint32_t l3 = a->l3, l4, c;
-    uint32_t l3len = a->size - 4 * a->tags;  /* size counts the tags */
-    uint64_t l4len, pseudo;
-    uint32_t proto = a->udp ? 17 : 6, at = a->udp ? 6 : 16;
-    if (a->v6) {
-        /* payload length (run() handles IPv6 only where it fits 16 bits),
-         * extension headers included */
+    if (v6) {
         uint32_t plen = l3len - 40;
-        l4 = a->l4;
-        l4len = l3len - (l4 - l3);
         d[l3 + 4] = (uint8_t)(plen >> 8);
         d[l3 + 5] = (uint8_t)plen;
-        pseudo = sum16(d + l3 + 8, 32) + proto + l4len;
     } else {
-        /* total length (0 above 65535: BIG TCP), header checksum */
         uint32_t tot = l3len <= 0xFFFF ? l3len : 0;
-        l4 = l3 + 20;
         d[l3 + 2] = (uint8_t)(tot >> 8);
         d[l3 + 3] = (uint8_t)tot;
         d[l3 + 10] = d[l3 + 11] = 0;
-        c = 0xFFFF - sum16(d + l3, 20);     /* checksum(): ~fold, 0 -> 0xFFFF */
+        uint32_t c = 0xFFFF - sum16(d + l3, 20);     /* checksum(): ~fold, 0 -> 0xFFFF */
         d[l3 + 10] = (uint8_t)(c >> 8);
         d[l3 + 11] = (uint8_t)c;
-        l4len = l3len - 20;
-        pseudo = be16(d + l3 + 12) + be16(d + l3 + 14) + be16(d + l3 + 16)
-               + be16(d + l3 + 18) + proto + l4len;
     }
+    return pseudo_sum(d, l3, v6, proto, l3len - (l4 - l3));
+}
+
+/* a checksum field at d + at: the pseudo-header seed fold(pseudo)
+ * (--csum kernel) when valid is 0, else ~fold(s) of the block sum s
+ * (s > 0), 0 written as 0xFFFF for UDP (zero: its value then) */
+static void put_csum(uint8_t *d, uint32_t at, int valid, uint64_t s, uint32_t zero)
+{
+    uint32_t c, r = (uint32_t)(s % 0xFFFF);
+    if (!valid)
+        c = r ? r : 0xFFFF;
+    else
+        c = r ? 0xFFFF - r : zero;
+    d[at] = (uint8_t)(c >> 8);
+    d[at + 1] = (uint8_t)c;
+}
+
+/* _outer_checksum (encap.py) of tunnelled aggregate a, headers at d: a
+ * nonzero outer UDP checksum: the outer pseudo-header seed (--csum kernel,
+ * as udp4/6_gro_complete leave it) or valid; the GRE checksum: the first
+ * packet's (kernel) or valid over the GRE header and all after it.
+ * opseudo: the outer UDP pseudo-header sum; ps: the payload's sum. */
+static void outer_csum(const Engine *e, const Agg *a, uint8_t *d, uint64_t opseudo, uint64_t ps)
+{
+    uint32_t at = a->t.csum_at;
+    int udp = a->t.kind >= T_VXLAN;
+    if (!e->csum_valid) {
+        if (udp)
+            put_csum(d, at, 0, opseudo, 0);
+        return;
+    }
+    d[at] = d[at + 1] = 0;
+    uint64_t s = sum16(d + a->t.toff, a->hlen - a->t.toff) + ps + (udp ? opseudo : 0);
+    put_csum(d, at, 1, s, udp ? 0xFFFF : 0);
+}
+
+/* napi_gro_complete's gro_complete calls on the aggregate's headers
+ * written at d: a tunnel's outer level first (encap.py complete_levels:
+ * inet/ipv6_gro_complete, the UDP length of VXLAN and Geneve), then
+ * inet_gro_complete / ipv6_gro_complete and tcp4_gro_complete /
+ * tcp6_gro_complete / udp_gro_complete; the L4 checksum the pseudo-header
+ * seed (kernel; fraglist: the first packet's stays) or valid, then the
+ * outer checksum */
+static void complete_headers(Engine *e, const Agg *a, uint8_t *d)
+{
+    uint32_t l3len = a->size - 4 * a->tags;  /* size counts the tags */
+    uint32_t proto = a->udp ? 17 : 6, at = a->l4 + (a->udp ? 6 : 16);
+    uint64_t opseudo = 0, ps = 0;
+    if (a->t.kind) {
+        uint32_t tlen = l3len - (a->t.toff - a->t.l3);
+        opseudo = ip_complete(d, a->t.l3, a->t.v6, l3len, a->t.toff, 17);
+        if (a->t.kind >= T_VXLAN) {
+            d[a->t.toff + 4] = (uint8_t)(tlen >> 8);
+            d[a->t.toff + 5] = (uint8_t)tlen;
+        }
+        l3len -= a->l3 - a->t.l3;
+    }
+    uint64_t pseudo = ip_complete(d, a->l3, a->v6, l3len, a->l4, proto);
     if (a->udp) {
         /* udp_gro_complete: the UDP length */
-        d[l4 + 4] = (uint8_t)(l4len >> 8);
-        d[l4 + 5] = (uint8_t)l4len;
+        uint32_t l4len = l3len - (a->l4 - a->l3);
+        d[a->l4 + 4] = (uint8_t)(l4len >> 8);
+        d[a->l4 + 5] = (uint8_t)l4len;
     } else if (!a->flist) {
         /* tcp_gro_complete: FIN/PSH of merged segments */
-        d[l4 + 13] |= (uint8_t)a->fin_psh;
+        d[a->l4 + 13] |= (uint8_t)a->fin_psh;
     }
-    /* the checksum: the pseudo-header seed (kernel; fraglist: the first
-     * packet's stays) or valid */
-    if (!e->csum_valid && a->flist)
-        return;
     if (!e->csum_valid) {
-        uint32_t f = (uint32_t)(pseudo % 0xFFFF);   /* fold(): the seed */
-        c = f ? f : 0xFFFF;
+        if (!a->flist)
+            put_csum(d, at, 0, pseudo, 0);
     } else {
-        d[l4 + at] = d[l4 + at + 1] = 0;
-        uint64_t ps = a->head_psum + (uint64_t)(a->head_L & 1 ? a->tail_psum * 256u : a->tail_psum);
-        uint64_t s = pseudo + sum16(d + l4, a->hlen - l4) + ps;
-        uint32_t rr = (uint32_t)(s % 0xFFFF);
-        c = rr ? 0xFFFF - rr : 0;          /* ~fold(s), s > 0 */
-        if (!c && a->udp)
-            c = 0xFFFF;                     /* UDP: 0 means no checksum */
+        d[at] = d[at + 1] = 0;
+        ps = a->head_psum + (uint64_t)(a->head_L & 1 ? a->tail_psum * 256u : a->tail_psum);
+        put_csum(d, at, 1, pseudo + sum16(d + a->l4, a->hlen - a->l4) + ps,
+                 a->udp ? 0xFFFF : 0);
     }
-    d[l4 + at] = (uint8_t)(c >> 8);
-    d[l4 + at + 1] = (uint8_t)c;
+    if (a->t.csum_at && a->t.kind)
+        outer_csum(e, a, d, opseudo, ps);
 }
 
 static void flush_all(Engine *e, int reason, int64_t t)
@@ -647,11 +745,16 @@ typedef struct {
     uint8_t key[KEYMAX];
     uint64_t kh;
     uint32_t ext;           /* bytes of IPv6 extension headers (at l3 + 40) */
+    int ocnt;               /* the outer checksum's verdict to count: 1
+                               verified, 2 the seed (trusted), 0 none */
+    Tun t;                  /* the outer level (t.kind T_NONE: none); l3, l4,
+                               the TCP / UDP fields are then the inner flow's */
 } Seg;
 
 /* the held packet of g's flow, or -1: the same key and, behind IPv6
  * extension headers, the same chain (ipv6_gro_receive compares the whole
- * network header; its length is in the key) */
+ * network header; its length is in the key); tunnelled: the same outer
+ * bytes (Tun.key) */
 static int find(Engine *e, const Seg *g)
 {
     if (!e->nheld)
@@ -659,7 +762,9 @@ static int find(Engine *e, const Seg *g)
     for (int s = 0; s < MAXHELD; s++) {
         const Agg *a = &e->aggs[s];
         if (e->used[s] && a->khash == g->kh && !memcmp(a->key, g->key, KEYMAX)
-                && (!g->ext || !memcmp(a->hdr + g->l3 + 40, g->f + g->l3 + 40, g->ext)))
+                && (!g->ext || !memcmp(a->hdr + g->l3 + 40, g->f + g->l3 + 40, g->ext))
+                && (!g->t.kind || (a->t.klen == g->t.klen
+                                   && !memcmp(a->t.key, g->t.key, g->t.klen))))
             return s;
     }
     return -1;
@@ -671,8 +776,8 @@ static int find(Engine *e, const Seg *g)
  * gro); 0 = standard GRO */
 static int seg_flist(const Engine *e, const Seg *g)
 {
-    if (!e->fraglist)
-        return 0;
+    if (!e->fraglist || g->t.kind)
+        return 0;               /* a tunnelled flow never (udp.udp_mode, tcp.gro_receive) */
     uint32_t port = be16(g->f + g->l4 + 2);
     int local = e->nlocal && (e->local[port >> 3] >> (port & 7) & 1);
     return g->udp ? !(local && e->udp_gro) : !local;
@@ -732,7 +837,12 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     a->count = 1;
     a->mss = g->L;
     a->seq_next = g->seq + g->L;
-    a->size = g->n - g->l3 + 4 * g->tags;   /* p->len: L3 bytes + 4 per VLAN tag */
+    a->size = g->n - g->t.l3 + 4 * g->tags;   /* p->len: (outer) L3 bytes + 4 per VLAN tag */
+    a->outer_fixedid = 0;
+    a->t.kind = g->t.kind;
+    a->t.l3 = g->t.l3;
+    if (g->t.kind)
+        memcpy(&a->t, &g->t, offsetof(Tun, key) + g->t.klen);
     a->tags = g->tags;
     a->word = g->word;
     a->ack = g->ack;
@@ -747,24 +857,39 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     a->rows.n = 0;
 }
 
-/* inet_gro_flush / ipv6_gro_flush (network.network_flush): TTL, TOS and
- * DF equal, the IPv4 ID incrementing or fixed (decided at the second
- * segment, setting fixedid); IPv6: traffic class and hop limit.  -1 = equal */
+/* inet_gro_flush / ipv6_gro_flush for one IP level (network.py
+ * _level_flush): TTL, TOS and DF equal, the IPv4 ID incrementing or fixed
+ * (decided at the second segment, setting *fixed); IPv6: traffic class and
+ * hop limit.  base: the level's first reason (F_TTL_CHANGED, or
+ * F_OUTER_TTL_CHANGED: the four in the same order).  -1 = equal */
+static int level_flush(uint32_t count, int v6, uint32_t atos, uint32_t gtos, uint32_t adf,
+                       uint32_t gdf, uint32_t aid, uint32_t gid, int *fixed, int base)
+{
+    if (gtos != atos)
+        return base + (((gtos ^ atos) & 0xFF) ? 0 : 1);
+    if (v6)
+        return -1;
+    if (gdf != adf)
+        return base + 2;
+    uint32_t d = (gid - aid) & 0xFFFF;
+    count &= 0xFFFF;                         /* NAPI_GRO_CB(p)->count: u16 */
+    if (count == 1 && d == 0)
+        *fixed = 1;
+    if (d != (*fixed ? 0 : count))
+        return base + 3;
+    return -1;
+}
+
+/* gro_receive_network_flush (network.network_flush): the inner (or only)
+ * IP level, then a tunnel's outer one (include/net/gro.h) */
 static int network_flush(Agg *a, const Seg *g)
 {
-    if (g->tosttl != a->tosttl)
-        return ((g->tosttl ^ a->tosttl) & 0xFF) ? F_TTL_CHANGED : F_TOS_CHANGED;
-    if (g->v6)
-        return -1;
-    if (g->df != a->df)
-        return F_DF_CHANGED;
-    uint32_t d = (g->ipid - a->ipid) & 0xFFFF;
-    uint32_t count = a->count & 0xFFFF;      /* NAPI_GRO_CB(p)->count: u16 */
-    if (count == 1 && d == 0)
-        a->fixedid = 1;
-    if (d != (a->fixedid ? 0 : count))
-        return F_IP_ID;
-    return -1;
+    int r = level_flush(a->count, g->v6, a->tosttl, g->tosttl, a->df, g->df, a->ipid, g->ipid,
+                        &a->fixedid, F_TTL_CHANGED);
+    if (r < 0 && g->t.kind)
+        r = level_flush(a->count, g->t.v6, a->t.tosttl, g->t.tosttl, a->t.df, g->t.df,
+                        a->t.ipid, g->t.ipid, &a->outer_fixedid, F_OUTER_TTL_CHANGED);
+    return r;
 }
 
 /* tcp_gro_receive's merge checks (with inet_gro_flush), in its order;
@@ -871,7 +996,8 @@ static void merge(Engine *e, Agg *a, const Seg *g, int64_t ts, int64_t idx)
  * 65536); merged; a shorter datagram or the 64th ends the aggregate */
 static void udp_receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
 {
-    if (!e->udp_gro && !e->fraglist) {
+    if (!e->udp_gro && (!e->fraglist || g->t.kind)) {
+        /* udp.udp_mode: no fraglist inside a tunnel */
         pass_up(e, P_NO_UDP_GRO, g->f, g->n, ts, idx);
         return;
     }
@@ -913,6 +1039,13 @@ static void udp_receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
         complete(e, s, F_SEGMENT_LIMIT, ts);
 }
 
+/* skb_gro_receive's size limit for TCP (tcp.py _std_flush): gro_max_size;
+ * a tunnelled flow never passes GRO_LEGACY_MAX_SIZE */
+static inline uint32_t tcp_limit(const Engine *e, const Seg *g)
+{
+    return g->t.kind && e->limit > GRO_LEGACY_MAX_SIZE ? GRO_LEGACY_MAX_SIZE : e->limit;
+}
+
 /* dev_gro_receive + tcp_gro_receive for one segment */
 static void receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
 {
@@ -928,7 +1061,8 @@ static void receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
     Agg *a = &e->aggs[s];
     int reason = merge_flush(a, g);
     if (reason < 0)
-        reason = a->flist ? fraglist_flush(a, g) : a->size + g->L >= e->limit ? F_SIZE_LIMIT : -1;
+        reason = a->flist ? fraglist_flush(a, g) : a->size + g->L >= tcp_limit(e, g)
+                                                    ? F_SIZE_LIMIT : -1;
     if (reason < 0) {
         merge(e, a, g, ts, idx);
         int after = g->L < a->mss ? F_SHORT_SEGMENT : final_reason(g->flags);
@@ -947,19 +1081,32 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"limit", "poll_gap_ns", "jiffy_ns", "verify", "csum_valid",
                              "hash_flow", "vlan", "pcapng", "pcapng_swap", "pcapng_div",
                              "annotate", "udp_gro", "fraglist", "gro_flush_timeout", "napi_budget",
-                             "budget_old_only", "local_ports", NULL};
+                             "budget_old_only", "local_ports", "vxlan_ports", "geneve_ports",
+                             NULL};
     unsigned long limit;
     long long gap, jiffy, ng_div = 1;
     int verify, csum_valid, hash_flow, vlan = 0, ng = 0, ng_swap = 0, annotate = 0;
     int udp_gro = 0, fraglist = 0, budget_old = 0;
     long long timeout = 0, budget = 0;
-    const char *local = NULL;
-    Py_ssize_t nlocal = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLpppLLpy#", kwlist, &limit, &gap,
+    const char *local = NULL, *vx = NULL, *gn = NULL;
+    Py_ssize_t nlocal = 0, nvx = 0, ngn = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLpppLLpy#y#y#", kwlist, &limit, &gap,
                                      &jiffy, &verify, &csum_valid, &hash_flow, &vlan, &ng,
                                      &ng_swap, &ng_div, &annotate, &udp_gro, &fraglist,
-                                     &timeout, &budget, &budget_old, &local, &nlocal))
+                                     &timeout, &budget, &budget_old, &local, &nlocal, &vx,
+                                     &nvx, &gn, &ngn))
         return -1;
+    if ((nvx && nvx != sizeof e->vxlan) || (ngn && ngn != sizeof e->geneve)) {
+        PyErr_SetString(PyExc_ValueError, "vxlan_ports, geneve_ports: bit sets of 65536 ports");
+        return -1;
+    }
+    e->ntun = nvx || ngn;
+    memset(e->vxlan, 0, sizeof e->vxlan);
+    memset(e->geneve, 0, sizeof e->geneve);
+    if (nvx)
+        memcpy(e->vxlan, vx, sizeof e->vxlan);
+    if (ngn)
+        memcpy(e->geneve, gn, sizeof e->geneve);
     if (nlocal && nlocal != sizeof e->local) {
         PyErr_SetString(PyExc_ValueError, "local_ports: a bit set of 65536 ports");
         return -1;
@@ -1163,64 +1310,281 @@ static int link_layer(const Engine *e, const uint8_t *f, uint32_t *l3p, uint32_t
     return 1;
 }
 
-/* The frame step: the frame f of cap bytes when this loop handles it (see
- * the file comment): fills g (but for psum), returns 1; 0 when not
- * handled.  The checks of the Python reference's inet_gro_receive /
- * ipv6_gro_receive / tcp_gro_receive (pcapgro/gro/ipv4.py, ipv6.py,
- * tcp.py, udp.py) for this one case. */
-static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, Seg *g)
+/* One IP level (inet_gro_receive / ipv6_gro_receive: pcapgro/gro/ipv4.py,
+ * ipv6.py receive) at l3 of frame f of cap bytes, as this loop handles it:
+ * IPv4 without options, fragment or reserved bit, with a good header
+ * checksum; IPv6 with up to EXTMAX bytes of extension headers (only while
+ * gro_max_size keeps a payload length within 16 bits); the datagram's
+ * length the frame's (no L3 flush).  Sets *l4 (the header after it),
+ * *proto and *frag (IPv4 flags word, else 0); 0 when not handled. */
+static int ip_level(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t l3, int v6,
+                    uint32_t *l4, uint32_t *proto, uint32_t *frag)
 {
-    if (cap < 20 + 8)
-        return 0;
-    uint32_t l3, et, tags;
-    if (!link_layer(e, f, &l3, &et, &tags))
-        return 0;
-    uint32_t l4, frag = 0, proto;
-    if (et == 0x0800) {
-        /* inet_gro_receive: no options, no fragment, good header checksum,
-         * total length = the frame (no padding) */
-        l4 = l3 + 20;
-        if (l4 + 8 > cap || f[l3] != 0x45)
+    *frag = 0;
+    if (v6) {
+        if (!e->v6)
             return 0;
-        proto = f[l3 + 9];
-        frag = be16(f + l3 + 6);
-        if (be16(f + l3 + 2) + l3 != cap || (frag & 0xBFFF) || sum16(f + l3, 20) != 0)
-            return 0;
-    } else if (et == 0x86DD && e->v6) {
-        /* ipv6_gro_receive: TCP or UDP after the extension headers,
-         * payload length = the frame */
-        l4 = ipv6_l4(f, l3, cap, &proto);
-        if (!l4 || l4 + 8 > cap || be16(f + l3 + 4) + l3 + 40 != cap)
-            return 0;
-    } else {
-        return 0;
+        *l4 = ipv6_l4(f, l3, cap, proto);
+        return *l4 && *l4 + 8 <= cap && be16(f + l3 + 4) + l3 + 40 == cap;
     }
-    uint32_t hl;
+    *l4 = l3 + 20;
+    if (*l4 + 8 > cap || f[l3] != 0x45)
+        return 0;
+    *proto = f[l3 + 9];
+    *frag = be16(f + l3 + 6);
+    return be16(f + l3 + 2) + l3 == cap && !(*frag & 0xBFFF) && sum16(f + l3, 20) == 0;
+}
+
+/* The TCP or UDP header at l4 (tcp_gro_pull_header, udp_gro_udphdr):
+ * sets g->hl, g->ulen, g->udp; 0 when not handled (another protocol, a
+ * TCP data offset < 5 or beyond the frame, a UDP checksum 0: the Python
+ * engine's) */
+static int l4_level(const uint8_t *f, uint32_t cap, uint32_t l4, uint32_t proto, Seg *g)
+{
     if (proto == 6) {
         if (l4 + 20 > cap)
             return 0;
-        hl = (uint32_t)(f[l4 + 12] >> 4) << 2;
-        if (hl < 20 || l4 + hl > cap)
+        g->hl = (uint32_t)(f[l4 + 12] >> 4) << 2;
+        if (g->hl < 20 || l4 + g->hl > cap)
             return 0;
     } else if (proto == 17) {
-        /* checksum 0 (IPv4: none) is the Python engine's */
         if (!be16(f + l4 + 6))
             return 0;
-        hl = 8;
+        g->hl = 8;
         g->ulen = be16(f + l4 + 4);
     } else {
         return 0;
     }
     g->udp = proto == 17;
+    return 1;
+}
+
+/* ---------------------------------------------------------- tunnels
+ * One tunnel level, as the Python reference walks it (pcapgro/gro/encap.py,
+ * gre.py, ipip.py, udp_tunnel.py): the outer IP level, then the tunnel
+ * header, then the inner packet parsed by ip_level and l4_level; the flow
+ * key covers the outer bytes the kernel compares (Tun.key) and the inner
+ * flow.  Anything else a tunnel may bring (a second tunnel level, flags,
+ * a bad checksum, a header cut short) is not handled here: the run stops
+ * and the Python engine takes the packet. */
+
+#define GRE_CSUM 0x8000
+#define GRE_KEY 0x2000
+#define ETH_P_TEB 0x6558
+
+static inline int port_bit(const uint8_t *set, uint32_t port)
+{
+    return set[port >> 3] >> (port & 7) & 1;
+}
+
+/* The tunnel the header at l4 of protocol proto opens (the inet_offloads
+ * entries with a tunnel callback: ipip_gro_receive, gre_gro_receive,
+ * udp_gro_receive on a port with a tunnel socket: VXLAN first), T_NONE
+ * when none */
+static int tun_kind(const Engine *e, const uint8_t *f, uint32_t l4, uint32_t proto, int v6)
+{
+    if (proto == 4)
+        return v6 ? T_IP4IP6 : T_IPIP;
+    if (proto == 41)
+        return v6 ? T_IP6IP6 : T_SIT;
+    if (proto == 47)
+        return T_GRE;
+    if (proto == 17 && e->ntun) {
+        uint32_t port = be16(f + l4 + 2);
+        if (port_bit(e->vxlan, port))
+            return T_VXLAN;
+        if (port_bit(e->geneve, port))
+            return T_GENEVE;
+    }
+    return T_NONE;
+}
+
+/* n bytes appended to the tunnel key of g; 0 when they do not fit */
+static int tkey_add(Seg *g, const uint8_t *p, uint32_t n)
+{
+    if (g->t.klen + n > TKEYMAX)
+        return 0;
+    memcpy(g->t.key + g->t.klen, p, n);
+    g->t.klen += n;
+    return 1;
+}
+
+/* outer_id (encap.py): the outer IP bytes that say "same tunnel": IPv4
+ * protocol and addresses (inet_gro_receive); IPv6 version / flow label
+ * word, next header, addresses and extension headers (ipv6_gro_receive) */
+static int tkey_outer(Seg *g, const uint8_t *f, uint32_t l3, uint32_t l4, int v6)
+{
+    g->t.klen = 0;
+    if (!v6)
+        return tkey_add(g, f + l3 + 9, 1) && tkey_add(g, f + l3 + 12, 8);
+    uint32_t w = be32(f + l3) & 0xF00FFFFFu;
+    uint8_t b[5] = {(uint8_t)(w >> 24), (uint8_t)(w >> 16), (uint8_t)(w >> 8), (uint8_t)w,
+                    f[l3 + 6]};
+    return tkey_add(g, b, 5) && tkey_add(g, f + l3 + 8, l4 - l3 - 8);
+}
+
+/* eth_gro_receive for a tunnel's inner Ethernet header at mac (encap.py
+ * inner_ethernet): up to MAXTAGS VLAN tags (VLAN GRO on), then IPv4 or
+ * IPv6; the header joins the tunnel key.  Sets *l3, *et; 0 when not
+ * handled. */
+static int inner_eth(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t mac, Seg *g,
+                     uint32_t *l3, uint32_t *et)
+{
+    uint32_t o = mac + 12, tags = 0;
+    if (mac + 14 > cap)
+        return 0;
+    uint32_t x = be16(f + o);
+    while (x == 0x8100 || x == 0x88A8) {
+        if (!e->vlan || tags == MAXTAGS || o + 6 > cap)
+            return 0;
+        o += 4;
+        tags++;
+        x = be16(f + o);
+    }
+    if (x != 0x0800 && x != 0x86DD)
+        return 0;
+    *l3 = o + 2;
+    *et = x;
+    return tkey_add(g, f + mac, o + 2 - mac);
+}
+
+/* gre_gro_receive (net/ipv4/gre_offload.c; gre.py receive) for the GRE
+ * header at h: version 0 with only the K and C flags, an inner EtherType
+ * with a GRO handler (IPv4, IPv6, ETH_P_TEB: an inner Ethernet header),
+ * the checksum good when verified (skb_gro_checksum_simple_validate);
+ * same-flow bytes: flags and protocol, with K the next word (the checksum
+ * word when C is set too: the kernel compares *(greh + 1)).  Sets *l3,
+ * *et; 0 when not handled. */
+static int gre_level(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t h, Seg *g,
+                     uint32_t *l3, uint32_t *et)
+{
+    if (h + 4 > cap)
+        return 0;
+    uint32_t flags = be16(f + h), x = be16(f + h + 2);
+    if (flags & ~(uint32_t)(GRE_KEY | GRE_CSUM) || (x != ETH_P_TEB && x != 0x0800 && x != 0x86DD))
+        return 0;
+    uint32_t hl = 4 + (flags & GRE_KEY ? 4 : 0) + (flags & GRE_CSUM ? 4 : 0);
+    if (h + hl > cap)
+        return 0;
+    if (flags & GRE_CSUM && e->verify) {
+        if (sum16(f + h, cap - h))
+            return 0;
+        g->ocnt = 1;
+    }
+    g->t.csum_at = flags & GRE_CSUM ? h + 4 : 0;
+    if (!tkey_add(g, f + h, flags & GRE_KEY ? 8 : 4))
+        return 0;
+    if (x == ETH_P_TEB)
+        return inner_eth(e, f, cap, h + hl, g, l3, et);
+    *l3 = h + hl;
+    *et = x;
+    return 1;
+}
+
+/* udp_gro_receive's tunnel branch (net/ipv4/udp_offload.c; udp_tunnel.py
+ * receive) for the UDP header at u: a nonzero outer checksum verified (a
+ * pseudo-header seed trusted: csum.verify), then vxlan_gro_receive
+ * (drivers/net/vxlan/vxlan_core.c: the 8-byte header, an inner Ethernet
+ * header) or geneve_gro_receive (drivers/net/geneve.c: version 0, no OAM,
+ * options, the inner EtherType's handler); same-flow bytes: the ports,
+ * the checksum's zero-ness, the whole tunnel header.  Sets *l3, *et; 0
+ * when not handled. */
+static int udp_tunnel_level(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t u,
+                            Seg *g, uint32_t *l3, uint32_t *et)
+{
+    uint32_t h = u + 8, hl = 8, ck = be16(f + u + 6);
+    if (ck && e->verify) {
+        uint64_t ps = pseudo_sum(f, g->t.l3, g->t.v6, 17, cap - u);
+        uint32_t sd = (uint32_t)(ps % 0xFFFF);
+        if ((ps + sum16(f + u, cap - u)) % 0xFFFF == 0)
+            g->ocnt = 1;
+        else if (ck == (sd ? sd : 0xFFFF))
+            g->ocnt = 2;
+        else
+            return 0;
+    }
+    g->t.csum_at = ck ? u + 6 : 0;
+    uint8_t z = ck != 0;
+    if (h + 8 > cap || !tkey_add(g, f + u, 4) || !tkey_add(g, &z, 1))
+        return 0;
+    if (g->t.kind == T_VXLAN)
+        return tkey_add(g, f + h, 8) && inner_eth(e, f, cap, h + 8, g, l3, et);
+    if (f[h] >> 6 || f[h + 1] & 0x80)
+        return 0;
+    hl += (f[h] & 0x3Fu) * 4;
+    uint32_t x = be16(f + h + 2);
+    if (h + hl > cap || !tkey_add(g, f + h, hl))
+        return 0;
+    if (x == ETH_P_TEB)
+        return inner_eth(e, f, cap, h + hl, g, l3, et);
+    *l3 = h + hl;
+    *et = x;
+    return x == 0x0800 || x == 0x86DD;
+}
+
+/* The tunnel step (encap.py inner_receive): the outer level of kind at
+ * l3 / l4 (IP version v6, flags word frag) kept in g->t, then the tunnel
+ * header's step; IP-in-IP (ipip_gro_receive, net/ipv4/af_inet.c;
+ * sit_ip6ip6_gro_receive, ip4ip6_gro_receive, net/ipv6/ip6_offload.c):
+ * the inner IP header right after the outer one.  Sets *l3, *et of the
+ * inner IP header; 0 when not handled. */
+static int tunnel_level(const Engine *e, const uint8_t *f, uint32_t cap, int kind, uint32_t l3,
+                        uint32_t l4, int v6, uint32_t frag, Seg *g, uint32_t *il3, uint32_t *et)
+{
+    Tun *t = &g->t;
+    t->kind = kind;
+    t->v6 = v6;
+    t->toff = l4;
+    t->csum_at = 0;
+    t->df = frag & 0x4000;
+    if (v6) {
+        t->tosttl = (((be32(f + l3) >> 20) & 0xFF) << 8) | f[l3 + 7];
+        t->ipid = 0;
+    } else {
+        t->tosttl = ((uint32_t)f[l3 + 1] << 8) | f[l3 + 8];
+        t->ipid = be16(f + l3 + 4);
+    }
+    if (!tkey_outer(g, f, l3, l4, v6))
+        return 0;
+    if (kind == T_GRE)
+        return gre_level(e, f, cap, l4, g, il3, et);
+    if (kind >= T_VXLAN)
+        return udp_tunnel_level(e, f, cap, l4, g, il3, et);
+    *il3 = l4;
+    *et = kind == T_IPIP || kind == T_IP4IP6 ? 0x0800 : 0x86DD;
+    return 1;
+}
+
+/* The frame step: the frame f of cap bytes when this loop handles it (see
+ * the file comment): fills g (but for psum), returns 1; 0 when not
+ * handled.  The link layer, an IP level, [a tunnel level and the inner IP
+ * level,] TCP or UDP: the checks of the Python reference's
+ * inet_gro_receive / ipv6_gro_receive / tcp_gro_receive (pcapgro/gro/
+ * ipv4.py, ipv6.py, tcp.py, udp.py, the tunnel modules) for these cases. */
+static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, Seg *g)
+{
+    uint32_t l3, et, tags, l4, frag, proto;
+    if (cap < 20 + 8 || !link_layer(e, f, &l3, &et, &tags) || (et != 0x0800 && et != 0x86DD)
+            || !ip_level(e, f, cap, l3, et == 0x86DD, &l4, &proto, &frag))
+        return 0;
+    g->t.kind = T_NONE;
+    g->t.l3 = l3;
+    g->ocnt = 0;
+    int kind = tun_kind(e, f, l4, proto, et == 0x86DD);
+    if (kind && !(tunnel_level(e, f, cap, kind, l3, l4, et == 0x86DD, frag, g, &l3, &et)
+                  && ip_level(e, f, cap, l3, et == 0x86DD, &l4, &proto, &frag)
+                  && !tun_kind(e, f, l4, proto, et == 0x86DD)))
+        return 0;               /* a second level (tunnel_nested): the reference's */
+    if (!l4_level(f, cap, l4, proto, g) || l4 + g->hl > HDRMAX)
+        return 0;
     g->f = f;
     g->n = cap;
-    g->hl = hl;
     g->l3 = l3;
     g->l4 = l4;
     g->tags = tags;
     g->v6 = et == 0x86DD;
     g->ext = g->v6 ? l4 - l3 - 40 : 0;
-    g->pay = l4 + hl;
+    g->pay = l4 + g->hl;
     g->L = cap - g->pay;
     g->psum = 0;
     g->partial = 0;
@@ -1253,9 +1617,7 @@ static int seg_csum(Engine *e, Seg *g, int count)
         return 1;
     uint32_t l3 = g->l3, l4 = g->l4;
     uint32_t proto = g->udp ? 17 : 6, at = g->udp ? 6 : 16;
-    uint64_t pseudo = g->v6 ? sum16(f + l3 + 8, 32) + proto + (g->n - l4)
-                            : be16(f + l3 + 12) + be16(f + l3 + 14) + be16(f + l3 + 16)
-                              + be16(f + l3 + 18) + proto + (g->n - l4);
+    uint64_t pseudo = pseudo_sum(f, l3, g->v6, proto, g->n - l4);
     uint32_t th = sum16(f + l4, g->hl);
     uint32_t sd = (uint32_t)(pseudo % 0xFFFF);
     if (!sd)
@@ -1273,10 +1635,17 @@ static int seg_csum(Engine *e, Seg *g, int count)
         } else {
             return 0;
         }
+        if (count && g->ocnt) {
+            /* the outer checksum's verdict (GRE, a tunnel's UDP) */
+            e->verified += g->ocnt == 1;
+            e->seed += g->ocnt == 2;
+        }
         g->psum = ps;
         return 1;
     }
-    if (g->udp || be16(f + l4 + at) == sd)     /* UDP: always from the bytes */
+    /* UDP and tunnelled flows: always from the bytes (complete.py
+     * _l4_checksum, encap.py complete_levels) */
+    if (g->udp || g->t.kind || be16(f + l4 + at) == sd)
         g->psum = sum16(f + g->pay, g->L);
     else
         g->psum = (uint32_t)((0xFFFF - (pseudo + th) % 0xFFFF) % 0xFFFF);
@@ -1300,8 +1669,9 @@ static void seg_fields(Seg *g)
         g->ack = be32(f + l4 + 8);
     }
     memset(g->key, 0, KEYMAX);
-    memcpy(g->key, f, l3);
-    uint8_t *k = g->key + l3;
+    memcpy(g->key, f, g->t.l3);                 /* the link header */
+    g->key[KEYMAX - 1] = (uint8_t)g->t.kind;    /* a tunnel: its key in g->t */
+    uint8_t *k = g->key + g->t.l3;
     if (g->v6) {
         uint32_t first = be32(f + l3);
         g->tosttl = (((first >> 20) & 0xFF) << 8) | f[l3 + 7];
@@ -1472,8 +1842,8 @@ static PyObject *Engine_scan(Engine *e, PyObject *args)
 }
 
 /* stats() -> (flush counts, pass counts, verified, seed, singles, aggregates,
- * segments, hist list, aggregates by kind, segments by kind: tcp,
- * tcp_fraglist, udp, udp_fraglist); resets them */
+ * segments, hist list, aggregates by kind, segments by kind: the kinds
+ * of KIND_NAMES); resets them */
 static PyObject *Engine_stats(Engine *e, PyObject *unused)
 {
     PyObject *fl = PyTuple_New(F_N), *pa = PyTuple_New(P_N), *hi = PyList_New((Py_ssize_t)e->hist_n);
@@ -1485,10 +1855,11 @@ static PyObject *Engine_stats(Engine *e, PyObject *unused)
         PyTuple_SET_ITEM(pa, k, PyLong_FromUnsignedLongLong(e->pass[k]));
     for (size_t k = 0; k < e->hist_n; k++)
         PyList_SET_ITEM(hi, (Py_ssize_t)k, PyLong_FromUnsignedLong(e->hist[k]));
-    PyObject *ka = Py_BuildValue("(KKKK)", e->kind_aggs[0], e->kind_aggs[1], e->kind_aggs[2],
-                                 e->kind_aggs[3]);
-    PyObject *ks = Py_BuildValue("(KKKK)", e->kind_segs[0], e->kind_segs[1], e->kind_segs[2],
-                                 e->kind_segs[3]);
+    PyObject *ka = PyTuple_New(K_N), *ks = PyTuple_New(K_N);
+    for (int k = 0; ka && ks && k < K_N; k++) {
+        PyTuple_SET_ITEM(ka, k, PyLong_FromUnsignedLongLong(e->kind_aggs[k]));
+        PyTuple_SET_ITEM(ks, k, PyLong_FromUnsignedLongLong(e->kind_segs[k]));
+    }
     if (!ka || !ks) {
         Py_XDECREF(ka);
         Py_XDECREF(ks);
@@ -1516,7 +1887,8 @@ fail:
  * head_ts, head_idx, tail payload, count, mss, seq_next, size, fin_psh,
  * fixedid, age, head_psum, tail_psum, rows: the restore record's s= rows of
  * the merged segments when annotated, else '', fraglist, the head's
- * checksum held the seed); the engine then holds nothing */
+ * checksum held the seed, the outer IPv4 ID found fixed); the engine then
+ * holds nothing */
 static PyObject *Engine_release(Engine *e, PyObject *unused)
 {
     PyObject *lst = PyList_New(0);
@@ -1530,7 +1902,7 @@ static PyObject *Engine_release(Engine *e, PyObject *unused)
                 goto fail;
             memcpy(PyBytes_AS_STRING(head), a->hdr, a->hlen);
             memcpy(PyBytes_AS_STRING(head) + a->hlen, a->pay, a->head_L);
-            PyObject *t = Py_BuildValue("ikNLLy#kkkkiiLkks#ii", b, (unsigned long)a->hash, head,
+            PyObject *t = Py_BuildValue("ikNLLy#kkkkiiLkks#iii", b, (unsigned long)a->hash, head,
                                         (long long)a->head_ts, (long long)a->head_idx,
                                         (const char *)a->pay + a->head_L,
                                         (Py_ssize_t)(a->paylen - a->head_L),
@@ -1539,7 +1911,7 @@ static PyObject *Engine_release(Engine *e, PyObject *unused)
                                         a->fin_psh, a->fixedid, (long long)a->age,
                                         (unsigned long)a->head_psum, (unsigned long)a->tail_psum,
                                         a->rows.p ? a->rows.p : "", (Py_ssize_t)a->rows.n,
-                                        a->flist, a->partial);
+                                        a->flist, a->partial, a->outer_fixedid);
             if (!t || PyList_Append(lst, t) < 0) {
                 Py_XDECREF(t);
                 goto fail;
@@ -1963,7 +2335,8 @@ PyMODINIT_FUNC PyInit__native(void)
         return NULL;
     }
     if (add_names(m, "FLUSH_NAMES", FLUSH_NAMES, F_N) < 0
-            || add_names(m, "PASS_NAMES", PASS_NAMES, P_N) < 0) {
+            || add_names(m, "PASS_NAMES", PASS_NAMES, P_N) < 0
+            || add_names(m, "KIND_NAMES", KIND_NAMES, K_N) < 0) {
         Py_DECREF(m);
         return NULL;
     }

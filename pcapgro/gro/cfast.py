@@ -46,7 +46,7 @@ import os
 from ..capture import _stream
 from ..record import Packet, RawBlocks, RawRecords
 from .flush import Flush, Pass
-from .stats import KINDS          # the C loop's kind order
+from .offload import inet_offload
 
 try:  # the extension is optional (no C compiler at install time)
     from .. import _native
@@ -65,6 +65,8 @@ LINKTYPES = frozenset((1, 113, 276, 101, 12, 14, 228, 229, 0, 108))
 # (a name that is not a Flush/Pass value raises ValueError at import)
 FLUSH_CODES = tuple(Flush(v) for v in _native.FLUSH_NAMES) if _native else ()
 PASS_CODES = tuple(Pass(v) for v in _native.PASS_NAMES) if _native else ()
+# the aggregate kinds of its statistics (GROStats.by_kind keys), in its order
+KINDS = _native.KIND_NAMES if _native else ()
 
 # the compiled loop takes over again from the Python engine only where at
 # least this many records in a row are ones it handles: a hand-over costs
@@ -188,6 +190,8 @@ class CEngine:
                               gro_flush_timeout=min(cfg.gro_flush_timeout, 1 << 62),
                               napi_budget=cfg.napi_budget, budget_old_only=cfg.hz >= 1000,
                               local_ports=_port_set(cfg.local_ports),
+                              vxlan_ports=_port_set(cfg.vxlan_ports),
+                              geneve_ports=_port_set(cfg.geneve_ports),
                               **ng)
 
     @property
@@ -286,9 +290,11 @@ class CEngine:
             return
         valid = self.cfg.csum == "valid"     # sums are only used for that
         for (b, h, head, head_ts, head_idx, tail, count, mss, seq_next, size, fin_psh,
-             fixedid, age, head_psum, tail_psum, rows, flist, partial) in self.c.release():
+             fixedid, age, head_psum, tail_psum, rows, flist, partial,
+             outer_fixedid) in self.c.release():
             pkt = Packet(head_ts, head, len(head), self.iface, self.linktype, None)
-            agg = eng.adopt(eng._parse(pkt), h, age, bool(flist))
+            agg = eng.adopt(_head_seg(eng, pkt), h, age, bool(flist))
+            agg.outer_fixedid = bool(outer_fixedid)
             agg.head.partial = bool(partial)     # csum.verify's verdict
             agg.idxs = [head_idx]
             agg.psums = [head_psum if valid else None]
@@ -307,6 +313,23 @@ class CEngine:
             agg.fin_psh = fin_psh
             agg.fixedid = bool(fixedid)
             assert agg.bucket is eng.buckets[b]
+
+
+def _head_seg(eng, pkt):
+    """The Seg GROEngine ``eng`` holds for the head ``pkt`` of an aggregate
+    the loop hands over: parsed, and through the tunnel callback for a
+    tunnelled flow (the inner flow's Seg) as ``GROEngine._general`` does,
+    without counting that callback's checksum verdict a second time."""
+    seg = eng._parse(pkt)
+    tunnel = inet_offload(seg.proto).tunnel
+    if tunnel is None:
+        return seg
+    csum = eng.stats.csum
+    before = dict(csum)
+    seg = tunnel(eng, seg)
+    csum.clear()
+    csum.update(before)
+    return seg
 
 
 def _epb_args(lb):
