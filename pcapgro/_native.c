@@ -49,6 +49,16 @@
  *                        datagram, size within 65536, 64 datagrams, a
  *                        shorter one ends the aggregate), udp_gro_complete
  *   net/ipv6/ip6_offload.c, tcpv6_offload.c, udpv6 (IPv6 twins)
+ *   tunnels, one level (encap_mark; pcapgro/gro/encap.py and the modules
+ *   below): net/ipv4/af_inet.c ipip_gro_receive / ipip_gro_complete,
+ *   net/ipv6/ip6_offload.c sit_ip6ip6_gro_receive / ip4ip6_gro_receive
+ *   (ipip.py), net/ipv4/gre_offload.c gre_gro_receive (gre.py: version 0,
+ *   K and C only, the checksum verified), net/ipv4/udp_offload.c
+ *   udp_gro_receive's tunnel branch with drivers/net/vxlan/vxlan_core.c
+ *   vxlan_gro_receive and drivers/net/geneve.c geneve_gro_receive
+ *   (udp_tunnel.py, on the configured ports), net/ethernet/eth.c
+ *   eth_gro_receive for an inner Ethernet header; gro_receive_network_flush
+ *   on both IP levels (outer_* reasons); completion of both levels
  *   net/core/gro.c       skb_gro_receive_list and the fraglist branches of
  *                        tcp_gro_receive / udp_gro_receive_segment (rx-gro-list:
  *                        the whole flag word, ip_summed, 64 packets, 65536
@@ -76,7 +86,14 @@
  * standard GRO: TCP always, UDP with --udp gro), and
  * (when checksums are verified) a good TCP/UDP checksum or the
  * pseudo-header seed of a sender's CHECKSUM_PARTIAL packet (trusted, as
- * pcapgro/gro/csum.py).  Anything else ends the run.
+ * pcapgro/gro/csum.py).  Or, inside one tunnel level (parse_frame,
+ * tunnel_frame): an outer IP level as above carrying IPIP / SIT / IP4IP6 /
+ * IP6IP6, GRE or UDP to a VXLAN / Geneve port, then an inner IP level and
+ * TCP or UDP as above (an inner Ethernet header with up to two tags); or
+ * a tunnelled packet the reference passes unmerged (a second tunnel
+ * level, GRE flags, a Geneve version / OAM, an inner EtherType or protocol
+ * without a handler, a bad GRE or outer UDP checksum).  Anything else ends
+ * the run.
  *
  * Checksums are one's-complement sums kept mod 0xFFFF (RFC 1071, RFC 1624),
  * with the edge cases of pcapgro/checksum.py (fold, checksum).
@@ -138,7 +155,11 @@ enum {
     F_CSUM_STATE, F_BUDGET, F_FLUSH_TIMEOUT, F_N
 };
 /* Pass reason codes; named by PASS_NAMES (pcapgro.gro.flush.Pass values) */
-enum { P_PURE_ACK, P_FLAGS, P_NO_UDP_GRO, P_UDP_LENGTH, P_CSUM_STATE, P_N };
+enum {
+    P_PURE_ACK, P_FLAGS, P_NO_UDP_GRO, P_UDP_LENGTH, P_CSUM_STATE, P_NO_HANDLER, P_EXT_HEADER,
+    P_TUNNEL_NESTED, P_TUNNEL_INNER, P_GRE_FLAGS, P_GENEVE_HEADER, P_BAD_GRE_CSUM,
+    P_BAD_UDP_CSUM, P_N
+};
 
 static const char *const FLUSH_NAMES[] = {
     [F_CWR] = "cwr", [F_FLAGS_CHANGED] = "flags_changed",
@@ -160,7 +181,15 @@ static const char *const FLUSH_NAMES[] = {
 static const char *const PASS_NAMES[] = {[P_PURE_ACK] = "pure_ack", [P_FLAGS] = "flags",
                                          [P_NO_UDP_GRO] = "no_udp_gro",
                                          [P_UDP_LENGTH] = "udp_length",
-                                         [P_CSUM_STATE] = "csum_state"};
+                                         [P_CSUM_STATE] = "csum_state",
+                                         [P_NO_HANDLER] = "no_handler",
+                                         [P_EXT_HEADER] = "ext_header",
+                                         [P_TUNNEL_NESTED] = "tunnel_nested",
+                                         [P_TUNNEL_INNER] = "tunnel_inner_no_handler",
+                                         [P_GRE_FLAGS] = "gre_flags",
+                                         [P_GENEVE_HEADER] = "geneve_header",
+                                         [P_BAD_GRE_CSUM] = "bad_gre_csum",
+                                         [P_BAD_UDP_CSUM] = "bad_udp_csum"};
 _Static_assert(sizeof FLUSH_NAMES / sizeof *FLUSH_NAMES == F_N, "a name per flush code");
 _Static_assert(sizeof PASS_NAMES / sizeof *PASS_NAMES == P_N, "a name per pass code");
 
@@ -253,7 +282,7 @@ typedef struct {
     int out_fixed;          /* output() set swap / mul: not the input's */
     sbuf opts, txt;         /* scratch: one record's options and text */
     /* statistics since the last stats() */
-    uint64_t flush[F_N], pass[P_N], verified, seed, singles, aggregates, segs;
+    uint64_t flush[F_N], pass[P_N], verified, seed, bad, singles, aggregates, segs;
     uint64_t kind_aggs[K_N], kind_segs[K_N];  /* aggregates, segs by kind */
     uint32_t *hist;
     size_t hist_n, hist_cap;
@@ -746,7 +775,8 @@ typedef struct {
     uint64_t kh;
     uint32_t ext;           /* bytes of IPv6 extension headers (at l3 + 40) */
     int ocnt;               /* the outer checksum's verdict to count: 1
-                               verified, 2 the seed (trusted), 0 none */
+                               verified, 2 the seed (trusted), 3 bad, 0 none */
+    int pass;               /* a tunnelled packet passed up: its P_* + 1 (0: not) */
     Tun t;                  /* the outer level (t.kind T_NONE: none); l3, l4,
                                the TCP / UDP fields are then the inner flow's */
 } Seg;
@@ -1372,6 +1402,10 @@ static int l4_level(const uint8_t *f, uint32_t cap, uint32_t l4, uint32_t proto,
 #define GRE_KEY 0x2000
 #define ETH_P_TEB 0x6558
 
+/* parse step verdict: g is passed up for reason r (a tunnel case the
+ * reference passes); the step returns 0 (no Seg) */
+#define PASS(g, r) ((g)->pass = (r) + 1, 0)
+
 static inline int port_bit(const uint8_t *set, uint32_t port)
 {
     return set[port >> 3] >> (port & 7) & 1;
@@ -1442,7 +1476,7 @@ static int inner_eth(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t m
         x = be16(f + o);
     }
     if (x != 0x0800 && x != 0x86DD)
-        return 0;
+        return PASS(g, P_TUNNEL_INNER);
     *l3 = o + 2;
     *et = x;
     return tkey_add(g, f + mac, o + 2 - mac);
@@ -1461,15 +1495,17 @@ static int gre_level(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t h
     if (h + 4 > cap)
         return 0;
     uint32_t flags = be16(f + h), x = be16(f + h + 2);
-    if (flags & ~(uint32_t)(GRE_KEY | GRE_CSUM) || (x != ETH_P_TEB && x != 0x0800 && x != 0x86DD))
-        return 0;
+    if (flags & ~(uint32_t)(GRE_KEY | GRE_CSUM))
+        return PASS(g, P_GRE_FLAGS);
+    if (x != ETH_P_TEB && x != 0x0800 && x != 0x86DD)
+        return PASS(g, P_TUNNEL_INNER);
     uint32_t hl = 4 + (flags & GRE_KEY ? 4 : 0) + (flags & GRE_CSUM ? 4 : 0);
     if (h + hl > cap)
         return 0;
     if (flags & GRE_CSUM && e->verify) {
-        if (sum16(f + h, cap - h))
-            return 0;
-        g->ocnt = 1;
+        g->ocnt = sum16(f + h, cap - h) ? 3 : 1;
+        if (g->ocnt == 3)
+            return PASS(g, P_BAD_GRE_CSUM);
     }
     g->t.csum_at = flags & GRE_CSUM ? h + 4 : 0;
     if (!tkey_add(g, f + h, flags & GRE_KEY ? 8 : 4))
@@ -1501,7 +1537,7 @@ static int udp_tunnel_level(const Engine *e, const uint8_t *f, uint32_t cap, uin
         else if (ck == (sd ? sd : 0xFFFF))
             g->ocnt = 2;
         else
-            return 0;
+            return g->ocnt = 3, PASS(g, P_BAD_UDP_CSUM);
     }
     g->t.csum_at = ck ? u + 6 : 0;
     uint8_t z = ck != 0;
@@ -1510,7 +1546,7 @@ static int udp_tunnel_level(const Engine *e, const uint8_t *f, uint32_t cap, uin
     if (g->t.kind == T_VXLAN)
         return tkey_add(g, f + h, 8) && inner_eth(e, f, cap, h + 8, g, l3, et);
     if (f[h] >> 6 || f[h + 1] & 0x80)
-        return 0;
+        return PASS(g, P_GENEVE_HEADER);
     hl += (f[h] & 0x3Fu) * 4;
     uint32_t x = be16(f + h + 2);
     if (h + hl > cap || !tkey_add(g, f + h, hl))
@@ -1519,7 +1555,7 @@ static int udp_tunnel_level(const Engine *e, const uint8_t *f, uint32_t cap, uin
         return inner_eth(e, f, cap, h + hl, g, l3, et);
     *l3 = h + hl;
     *et = x;
-    return x == 0x0800 || x == 0x86DD;
+    return x == 0x0800 || x == 0x86DD ? 1 : PASS(g, P_TUNNEL_INNER);
 }
 
 /* The tunnel step (encap.py inner_receive): the outer level of kind at
@@ -1555,8 +1591,55 @@ static int tunnel_level(const Engine *e, const uint8_t *f, uint32_t cap, int kin
     return 1;
 }
 
+/* an IP protocol with a GRO handler (the inet_offloads entries) */
+static inline int has_handler(uint32_t proto)
+{
+    return proto == 6 || proto == 17 || proto == 4 || proto == 41 || proto == 47;
+}
+
+/* inet_gro_receive / ipv6_gro_receive's first rejections (ipv4.py,
+ * ipv6.py receive) for a tunnel's inner IP header at l3 that ip_level
+ * does not handle: a protocol without a GRO handler (no_handler; IPv6:
+ * behind extension headers, ext_header) passes g; else 0 (not handled) */
+static int inner_pass(const uint8_t *f, uint32_t cap, uint32_t l3, int v6, Seg *g)
+{
+    uint32_t off = l3 + (v6 ? 40 : 20), nh;
+    if (off > cap)
+        return 0;
+    if (!v6)
+        return has_handler(f[l3 + 9]) ? 0 : PASS(g, P_NO_HANDLER);
+    nh = f[l3 + 6];
+    while (nh == 0 || nh == 43 || nh == 60) {
+        if (off + 8 > cap)
+            return 0;
+        nh = f[off];
+        off += (uint32_t)(f[off + 1] + 1) << 3;
+    }
+    if (nh == 44 || has_handler(nh))
+        return 0;
+    return PASS(g, off == l3 + 40 ? P_NO_HANDLER : P_EXT_HEADER);
+}
+
+/* The tunnel steps of parse_frame after the outer IP level (kind at l4):
+ * 1 with *l3, *l4, *et, *proto, *frag the inner level's; 0 when not
+ * handled or g is passed (g->pass) */
+static int tunnel_frame(const Engine *e, const uint8_t *f, uint32_t cap, int kind, Seg *g,
+                        uint32_t *l3, uint32_t *l4, uint32_t *et, uint32_t *proto,
+                        uint32_t *frag)
+{
+    if (!tunnel_level(e, f, cap, kind, *l3, *l4, *et == 0x86DD, *frag, g, l3, et))
+        return 0;
+    int v6 = *et == 0x86DD;
+    if (!ip_level(e, f, cap, *l3, v6, l4, proto, frag) || !has_handler(*proto))
+        return inner_pass(f, cap, *l3, v6, g);
+    if (tun_kind(e, f, *l4, *proto, v6))
+        return PASS(g, P_TUNNEL_NESTED);        /* encap_mark: one level only */
+    return 1;
+}
+
 /* The frame step: the frame f of cap bytes when this loop handles it (see
- * the file comment): fills g (but for psum), returns 1; 0 when not
+ * the file comment): fills g (but for psum), returns 1; 2 when g is to be
+ * passed up (a tunnel case the reference passes: g->pass); 0 when not
  * handled.  The link layer, an IP level, [a tunnel level and the inner IP
  * level,] TCP or UDP: the checks of the Python reference's
  * inet_gro_receive / ipv6_gro_receive / tcp_gro_receive (pcapgro/gro/
@@ -1567,18 +1650,16 @@ static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, Seg *g)
     if (cap < 20 + 8 || !link_layer(e, f, &l3, &et, &tags) || (et != 0x0800 && et != 0x86DD)
             || !ip_level(e, f, cap, l3, et == 0x86DD, &l4, &proto, &frag))
         return 0;
-    g->t.kind = T_NONE;
-    g->t.l3 = l3;
-    g->ocnt = 0;
-    int kind = tun_kind(e, f, l4, proto, et == 0x86DD);
-    if (kind && !(tunnel_level(e, f, cap, kind, l3, l4, et == 0x86DD, frag, g, &l3, &et)
-                  && ip_level(e, f, cap, l3, et == 0x86DD, &l4, &proto, &frag)
-                  && !tun_kind(e, f, l4, proto, et == 0x86DD)))
-        return 0;               /* a second level (tunnel_nested): the reference's */
-    if (!l4_level(f, cap, l4, proto, g) || l4 + g->hl > HDRMAX)
-        return 0;
     g->f = f;
     g->n = cap;
+    g->t.kind = T_NONE;
+    g->t.l3 = l3;
+    g->ocnt = g->pass = 0;
+    int kind = tun_kind(e, f, l4, proto, et == 0x86DD);
+    if (kind && !tunnel_frame(e, f, cap, kind, g, &l3, &l4, &et, &proto, &frag))
+        return g->pass ? 2 : 0;
+    if (!l4_level(f, cap, l4, proto, g) || l4 + g->hl > HDRMAX)
+        return 0;
     g->l3 = l3;
     g->l4 = l4;
     g->tags = tags;
@@ -1594,7 +1675,8 @@ static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, Seg *g)
 
 /* The record at offset off of buf (a classic pcap record or an EPB, as
  * in_epb says) when this loop handles it: fills g (but for psum) and *ts,
- * returns 1; 0 when not handled. */
+ * returns 1, or 2 when it is passed up (parse_frame); 0 when not
+ * handled. */
 static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
                         Py_ssize_t off, Seg *g, int64_t *ts)
 {
@@ -1761,6 +1843,26 @@ static void set_input(Engine *e, int linktype, long long mul, int swap, long lon
     }
 }
 
+/* the record parsed into g (parse_record's verdict r) at time ts, input
+ * index idx, taken: the NAPI poll it falls in, then GRO (receive), or
+ * passed up (r == 2) with the outer checksum's verdict counted */
+static void take(Engine *e, Seg *g, int r, int64_t ts, int64_t idx)
+{
+    poll_boundary(e, ts);
+    e->have_last = 1;
+    e->last_ts = ts;
+    e->in_poll += e->budget != 0;
+    if (r == 2) {
+        e->verified += g->ocnt == 1;
+        e->seed += g->ocnt == 2;
+        e->bad += g->ocnt == 3;
+        pass_up(e, g->pass - 1, g->f, g->n, ts, idx);
+        return;
+    }
+    seg_fields(g);
+    receive(e, g, ts, idx);
+}
+
 /* run(buf, recs, start, base, mul, swap, last_ts, have_last, last_out_ts
  * [, linktype, iface, off]) -> (k, out: bytes, n_out, max_caplen, last_ts,
  * have_last, last_out_ts, captured bytes out); iface >= 0: EPBs (set_input) */
@@ -1791,14 +1893,10 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
         Seg g;
         int64_t ts;
         Py_ssize_t off = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i));
-        if (!parse_record(e, buf, blen, off, &g, &ts) || !seg_csum(e, &g, 1))
+        int r = parse_record(e, buf, blen, off, &g, &ts);
+        if (!r || (r == 1 && !seg_csum(e, &g, 1)))
             break;
-        poll_boundary(e, ts);
-        e->have_last = 1;
-        e->last_ts = ts;
-        e->in_poll += e->budget != 0;
-        seg_fields(&g);
-        receive(e, &g, ts, base + i);
+        take(e, &g, r, ts, base + i);
         if (e->error)
             break;
     }
@@ -1826,7 +1924,8 @@ static PyObject *Engine_scan(Engine *e, PyObject *args)
         Seg g;
         int64_t ts;
         Py_ssize_t off = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i));
-        if (parse_record(e, view.buf, view.len, off, &g, &ts) && seg_csum(e, &g, 0)) {
+        int r = parse_record(e, view.buf, view.len, off, &g, &ts);
+        if (r == 2 || (r == 1 && seg_csum(e, &g, 0))) {
             if (first < 0)
                 first = i;
             if (i - first + 1 >= run)
@@ -1841,7 +1940,7 @@ static PyObject *Engine_scan(Engine *e, PyObject *args)
     return PyLong_FromSsize_t(first < 0 ? n : first);
 }
 
-/* stats() -> (flush counts, pass counts, verified, seed, singles, aggregates,
+/* stats() -> (flush counts, pass counts, verified, seed, bad, singles, aggregates,
  * segments, hist list, aggregates by kind, segments by kind: the kinds
  * of KIND_NAMES); resets them */
 static PyObject *Engine_stats(Engine *e, PyObject *unused)
@@ -1865,13 +1964,14 @@ static PyObject *Engine_stats(Engine *e, PyObject *unused)
         Py_XDECREF(ks);
         goto fail;
     }
-    PyObject *r = Py_BuildValue("NNKKKKKNNN", fl, pa, (unsigned long long)e->verified,
-                                (unsigned long long)e->seed, (unsigned long long)e->singles,
+    PyObject *r = Py_BuildValue("NNKKKKKKNNN", fl, pa, (unsigned long long)e->verified,
+                                (unsigned long long)e->seed, (unsigned long long)e->bad,
+                                (unsigned long long)e->singles,
                                 (unsigned long long)e->aggregates, (unsigned long long)e->segs, hi,
                                 ka, ks);
     memset(e->flush, 0, sizeof e->flush);
     memset(e->pass, 0, sizeof e->pass);
-    e->verified = e->seed = e->singles = e->aggregates = e->segs = 0;
+    e->verified = e->seed = e->bad = e->singles = e->aggregates = e->segs = 0;
     memset(e->kind_aggs, 0, sizeof e->kind_aggs);
     memset(e->kind_segs, 0, sizeof e->kind_segs);
     e->hist_n = 0;
@@ -1995,7 +2095,7 @@ static PyMethodDef Engine_methods[] = {
     {"output", (PyCFunction)Engine_output, METH_VARARGS,
      "output(swap, unit, off, iface): the layout of the records written from now on"},
     {"stats", (PyCFunction)Engine_stats, METH_NOARGS,
-     "stats() -> (flush, passed, verified, seed, singles, aggregates, segments, hist, "
+     "stats() -> (flush, passed, verified, seed, bad, singles, aggregates, segments, hist, "
      "aggregates by kind, segments by kind); resets"},
     {"release", (PyCFunction)Engine_release, METH_NOARGS,
      "release() -> the held aggregates as tuples, bucket order; holds nothing after"},
@@ -2295,7 +2395,7 @@ static PyMethodDef module_methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "pcapgro._native",
-    "The compiled Ethernet/IPv4/TCP GRO fast path for classic pcap chunks.", -1,
+    "The compiled GRO core (TCP/UDP, IPv4/IPv6, one tunnel level) for capture chunks.", -1,
     module_methods
 };
 

@@ -1,7 +1,8 @@
 """The compiled fast path: classic pcap chunks and pcapng runs of EPBs of
-IPv4/IPv6 TCP and UDP behind Ethernet (VLAN-tagged or not), Linux cooked
-(SLL, SLL2), raw IP or BSD loopback link headers, standard or fraglist
-GRO, in C.
+IPv4/IPv6 TCP and UDP -- directly or inside one tunnel level (IPIP, SIT,
+IP4IP6, IP6IP6, GRE, VXLAN, Geneve) -- behind Ethernet (VLAN-tagged or
+not), Linux cooked (SLL, SLL2), raw IP or BSD loopback link headers,
+standard or fraglist GRO, in C.
 
 :mod:`pcapgro._native` (``pcapgro/_native.c``, built by ``setup.py`` when a
 C compiler is there; optional) runs GRO over the records of an input chunk
@@ -34,9 +35,11 @@ with the comments, TSO flag and restore records of annotated output, as
 pcapng (EPBs on the packet's own interface in its own units) or classic
 pcap as the writer lays it out (``GROEngine.raw_layout``, no annotations):
 see :func:`layout`; and the configuration is one the loop models: standard
-or fraglist GRO (fraglist: local sockets too), the gap poll model, with or
-without a NAPI budget and gro_flush_timeout.  An aggregate handed over
-carries the restore rows of what the loop merged (``Agg.rows0``).  The poll
+or fraglist GRO (fraglist: local sockets too), UDP tunnel sockets
+(``--vxlan-port``, ``--geneve-port``), the gap poll model, with or without
+a NAPI budget and gro_flush_timeout.  An aggregate handed over carries the
+restore rows of what the loop merged (``Agg.rows0``); a tunnelled one's
+head is parsed again through the tunnel callback (:func:`_head_seg`).  The poll
 count (``GROEngine.in_poll``) goes to the loop and back with each run.
 ``PCAPGRO_NO_C=1`` in the environment turns it off.
 """
@@ -85,11 +88,9 @@ def usable(cfg):
     """True when :class:`pcapgro.gro.GROConfig` ``cfg`` is one the compiled
     loop models (see the module doc): with this and :func:`layout` (which
     chunks, written how), the one place that decides which path runs.  It
-    models no UDP tunnel socket (with one, UDP datagrams take the
-    reference path: pcapgro.gro.udp_tunnel) and only the gap poll model
-    (the work model is pcapgro.gro.napi's, on the reference path)."""
-    return (available() and cfg.compiled
-            and not (cfg.vxlan_ports or cfg.geneve_ports) and cfg.poll_model == "gap"
+    models only the gap poll model (the work model is pcapgro.gro.napi's,
+    on the reference path)."""
+    return (available() and cfg.compiled and cfg.poll_model == "gap"
             and cfg.hash in ("flow", "none") and cfg.csum in ("valid", "kernel")
             and 1 <= cfg.gro_max_size <= 0x7FFFFFFF and cfg.hz > 0)
 
@@ -258,7 +259,7 @@ class CEngine:
 
     def collect(self, st):
         """Add the loop's counters to GROStats ``st`` (and reset them)."""
-        (flush, passed, verified, seed, singles, aggs, segs, hist, kind_aggs,
+        (flush, passed, verified, seed, bad, singles, aggs, segs, hist, kind_aggs,
          kind_segs) = self.c.stats()
         for r, v in zip(FLUSH_CODES, flush):
             if v:
@@ -270,6 +271,8 @@ class CEngine:
             st.csum["verified"] += verified
         if seed:
             st.csum["seed"] += seed
+        if bad:
+            st.csum["bad"] += bad
         st.singles += singles
         if aggs:
             st.aggregates += aggs
