@@ -76,10 +76,26 @@ def _same(pkts, **cfg):
 @pytest.mark.parametrize("kind,tkw,fam,name", KINDS, ids=lambda x: str(x))
 @pytest.mark.parametrize("csum", ["valid", "kernel"])
 @pytest.mark.parametrize("verify", [True, False])
-def test_every_tunnel_kind_runs_in_c(c_only, kind, tkw, fam, name, csum, verify):
+@pytest.mark.parametrize("fraglist", [False, True])
+def test_every_tunnel_kind_runs_in_c(c_only, kind, tkw, fam, name, csum, verify, fraglist):
+    """Tunnelled TCP merges in standard mode, also with --fraglist."""
     pkts = rl._stamp(_seq(kind, tkw, fam, n=6))
-    st = _same(pkts, csum=csum, verify_csum=verify, **VX)
+    st = _same(pkts, csum=csum, verify_csum=verify, fraglist=fraglist, **VX)
     assert st["by_kind"][f"{name}_tcp"] == {"aggregates": 1, "segments": 6}
+
+
+@pytest.mark.parametrize("kind,tkw", [("vxlan", {}), ("gre", dict(gre_teb=True)),
+                                      ("geneve", {})], ids=str)
+def test_inner_vlan_tags(c_only, kind, tkw):
+    """An inner Ethernet header with VLAN tags (eth_gro_receive then
+    vlan_gro_receive): part of the flow's outer bytes."""
+    ta, tb = Tunnel(kind, **tkw), Tunnel(kind, ipid0=900, **tkw)   # outer IDs of each
+    a, b = Flow(4, vlans=[(0x8100, 5)], ipid="inc"), Flow(4, vlans=[(0x8100, 6)], ipid="inc")
+    pkts = []
+    for i in range(4):
+        pkts += [ta.wrap(a.pkt(i * 100, 100)), tb.wrap(b.pkt(i * 100, 100))]
+    st = _same(rl._stamp(pkts), **VX)
+    assert st["aggregates"] == 2
 
 
 @pytest.mark.parametrize("kind,tkw,fam,name", KINDS, ids=lambda x: str(x))
