@@ -272,3 +272,25 @@ def test_real_vxlan_captures_fully_in_c(c_only, name, tmp_path):
         w.close()
     assert _packets(out) == _packets(DATA / f"{name}-gro.pcap")
     assert eng.stats.by_kind["vxlan_tcp"] > 0
+
+
+def _kernel_cases():
+    from test_gro_tunnels_kernel import _cases
+    return sorted(_cases().items())
+
+
+# plain UDP with checksum 0 (no socket on 4790): never the compiled core's
+_KERNEL_NOT_IN_C = {"vxlan_other_port"}
+
+
+@pytest.mark.parametrize("name,case", _kernel_cases(), ids=[n for n, _ in _kernel_cases()])
+def test_kernel_oracle_cases_in_c(monkeypatch, name, case):
+    """The shapes tests/test_gro_tunnels_kernel.py checks against the
+    running kernel (reference == kernel there), with the oracle's
+    configuration: the compiled core takes them all and equals the
+    reference."""
+    import kernel_oracle as ko
+    if name not in _KERNEL_NOT_IN_C:
+        monkeypatch.setattr(_Engine, "_chunk_py", _handed_over)
+    pkts = rl._stamp(ko.case_packets(case))
+    _same(pkts, hash="none", csum="kernel", vlan_gro=False, **VX)
