@@ -17,8 +17,9 @@
  * inet_gro_receive -> tcp4_gro_receive) because call depth costs cycles;
  * in CPython every per-packet statement costs ~50 ns, so pcapgro keeps the
  * common case -- Ethernet (up to two VLAN tags) / IPv4 (no options, no
- * fragment) or IPv6 (up to 256 bytes of extension headers) / TCP or UDP --
- * in C as one
+ * fragment) or IPv6 (up to 256 bytes of extension headers) / TCP or UDP,
+ * directly or inside one tunnel level (IPIP, SIT, IP4IP6, IP6IP6, GRE,
+ * VXLAN, Geneve) -- in C as one
  * flat loop over the records of an input chunk (classic pcap records, or a
  * run of pcapng EPBs of one interface: PcapngReader's EpbChunk), reading
  * them in place and writing the output records (pass-through packets and
@@ -27,7 +28,7 @@
  * interface (with annotated output's comments, flags and restore records:
  * _annotate.h).  Each record goes through two steps: its header
  * (pcap_header or epb_header: frame and time), then its frame
- * (parse_frame: link layer, IP, TCP / UDP).  The Python engine
+ * (parse_frame: link layer, IP, [tunnel, inner IP,] TCP / UDP).  The Python engine
  * (pcapgro/gro/engine.py, the reference) stays in charge of everything
  * else: this loop stops at the first record it
  * does not handle and hands the aggregates it holds to the Python engine
@@ -2114,7 +2115,8 @@ static PyTypeObject EngineType = {
     .tp_name = "pcapgro._native.Engine",
     .tp_basicsize = sizeof(Engine),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The compiled Ethernet/IPv4/TCP GRO fast path (see the module source).",
+    .tp_doc = "The compiled GRO core: TCP/UDP over IPv4/IPv6, one tunnel level (see the "
+              "module source).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Engine_init,
     .tp_dealloc = (destructor)Engine_dealloc,
