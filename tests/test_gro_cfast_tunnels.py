@@ -341,3 +341,17 @@ def test_outer_vlan_tags(c_only, kind, tkw, tags):
     pkts = [_tagged(p, tags) for p in _seq(kind, tkw, 4, n=50, plen=1400)]
     st = _same(rl._stamp(pkts), **VX)
     assert st["flush_reasons"].get("size_limit", 0) >= 1
+
+
+@pytest.mark.parametrize("kind,tkw", [("vxlan", dict(ipid=7)), ("gre", dict(ipid=7, gre_key=2)),
+                                      ("ipip", dict(ipid=7))], ids=str)
+def test_hand_over_keeps_outer_fixed_id(kind, tkw):
+    """An aggregate whose outer IPv4 ID was found fixed in the compiled
+    core is handed over with that bit (Agg.outer_fixedid): the Python
+    engine merges the next segments of the same ID into it."""
+    t, f = Tunnel(kind, **tkw), Flow(4, ipid="inc")
+    pkts = [t.wrap(f.pkt(i * 100, 100)) for i in range(3)]
+    pkts.append(Tunnel("ipip").wrap(Flow(4, sport=9).pkt(0, 100, ip_options=b"\x01" * 4)))
+    pkts += [t.wrap(f.pkt(i * 100, 100)) for i in range(3, 6)]
+    st = _same(rl._stamp(pkts), **VX)
+    assert st["segments_per_aggregate"]["max"] == 6
