@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from pcapgro import pipeline
 from pcapgro.capture import open_reader
@@ -355,3 +356,21 @@ def test_hand_over_keeps_outer_fixed_id(kind, tkw):
     pkts += [t.wrap(f.pkt(i * 100, 100)) for i in range(3, 6)]
     st = _same(rl._stamp(pkts), **VX)
     assert st["segments_per_aggregate"]["max"] == 6
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 2**32 - 1), mutate=st.booleans(), csum=st.sampled_from(
+    ["valid", "kernel"]), verify=st.booleans(), udp=st.sampled_from(["gro", "none"]),
+    fraglist=st.booleans(), budget=st.sampled_from([0, 8, 64]))
+def test_tunnel_traffic_hypothesis(fmt, seed, mutate, csum, verify, udp, fraglist, budget):
+    """Generated (and optionally mutated) tunnel traffic in every mode:
+    the compiled core and the reference give the same files and
+    statistics, to pcap and to annotated pcapng."""
+    pkts = rl._stamp(_mutated(seed, 200) if mutate else _mixed(seed, 200))
+    cfg = dict(csum=csum, verify_csum=verify, udp=udp, fraglist=fraglist, napi_budget=budget,
+               **VX)
+    if fmt == "pcap":
+        _same(pkts, **cfg)
+    else:
+        assert _pcapng(pkts, True, **cfg) == _pcapng(pkts, False, **cfg)
