@@ -18,9 +18,10 @@
  * in CPython every per-packet statement costs ~50 ns, so pcapgro keeps the
  * common case -- Ethernet (up to two VLAN tags) / IPv4 (no options, no
  * fragment) or IPv6 (up to 256 bytes of extension headers) / TCP or UDP,
- * and the packets GRO passes up unchanged before flow matching (ARP,
- * ICMP, fragments, bad checksums...) -- in C as one flat loop over the
- * records of an input chunk (classic pcap records, or a
+ * directly or inside one tunnel level (IPIP, SIT, IP4IP6, IP6IP6, GRE,
+ * VXLAN, Geneve), and the packets GRO passes up unchanged before flow
+ * matching (ARP, ICMP, fragments, bad checksums...) -- in C as one flat
+ * loop over the records of an input chunk (classic pcap records, or a
  * run of pcapng EPBs of one interface: PcapngReader's EpbChunk), reading
  * them in place and writing the output records (pass-through packets and
  * built aggregates) into one buffer: classic pcap records (in the input's
@@ -28,7 +29,7 @@
  * interface (with annotated output's comments, flags and restore records:
  * _annotate.h).  Each record goes through two steps: its header
  * (pcap_header or epb_header: frame and time), then its frame
- * (parse_frame: link layer, IP, TCP / UDP).  The Python engine
+ * (parse_frame: link layer, IP, [tunnel, inner IP,] TCP / UDP).  The Python engine
  * (pcapgro/gro/engine.py, the reference) stays in charge of everything
  * else: this loop stops at the first record it
  * does not handle and hands the aggregates it holds to the Python engine
@@ -54,6 +55,16 @@
  *                        shorter one ends the aggregate), udp_gro_complete
  *   net/ipv6/ip6_offload.c, tcpv6_offload.c, udpv6 (IPv6 twins;
  *                        ipv6_gro_complete's jumbo header for BIG TCP)
+ *   tunnels, one level (encap_mark; pcapgro/gro/encap.py and the modules
+ *   below): net/ipv4/af_inet.c ipip_gro_receive / ipip_gro_complete,
+ *   net/ipv6/ip6_offload.c sit_ip6ip6_gro_receive / ip4ip6_gro_receive
+ *   (ipip.py), net/ipv4/gre_offload.c gre_gro_receive (gre.py: version 0,
+ *   K and C only, the checksum verified), net/ipv4/udp_offload.c
+ *   udp_gro_receive's tunnel branch with drivers/net/vxlan/vxlan_core.c
+ *   vxlan_gro_receive and drivers/net/geneve.c geneve_gro_receive
+ *   (udp_tunnel.py, on the configured ports), net/ethernet/eth.c
+ *   eth_gro_receive for an inner Ethernet header; gro_receive_network_flush
+ *   on both IP levels (outer_* reasons); completion of both levels
  *   net/core/gro.c       skb_gro_receive_list and the fraglist branches of
  *                        tcp_gro_receive / udp_gro_receive_segment (rx-gro-list:
  *                        the whole flag word, ip_summed, 64 packets, 65536
@@ -107,8 +118,18 @@
  *     and its aggregate keeps the payload up to the end of the first cut
  *     segment (the rest counted as left out), with the pseudo-header seed
  *     for a checksum (payload.payloads, complete.build).
- * Anything else ends the run: a tunnel (an IP protocol whose GRO handler
- * is not TCP / UDP: inet_handlers), three or more VLAN tags, over 256
+ *   - or, inside one tunnel level (an IP protocol whose GRO handler is
+ *     not TCP / UDP: inet_handlers, or UDP to a VXLAN / Geneve port;
+ *     rx_tunnel, tunnel_frame), an outer IP level of a frame not cut by a
+ *     snaplen and without the L3 flush, carrying IPIP / SIT / IP4IP6 /
+ *     IP6IP6, GRE or UDP to a VXLAN / Geneve port, then an inner IP level
+ *     and TCP or UDP (an inner Ethernet header with up to two tags); or a
+ *     tunnelled packet the reference passes unmerged (a second tunnel
+ *     level, GRE flags, a Geneve version / OAM, an inner EtherType or
+ *     protocol without a handler, a bad GRE or outer UDP checksum).
+ * Anything else ends the run: another tunnelled packet (outer IPv4
+ * options, a fragment, a cut or L3-flushed outer level...), three or more
+ * VLAN tags, over 256
  * bytes of IPv6 extension headers, an EPB with options when the output is
  * pcapng (epb_options_ok).
  *
@@ -117,6 +138,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <stdlib.h>
@@ -130,14 +152,33 @@
 #define L3MAX (14 + 4 * MAXTAGS)
 #define JUMBO_HBH 8         /* the Hop-by-Hop jumbo header of IPv6 BIG TCP */
 #define EXTMAX 256          /* bytes of IPv6 extension headers handled here */
-#define HDRMAX (L3MAX + 40 + EXTMAX + 60)   /* Ethernet, tags, IPv6, TCP 60 */
-#define KEYMAX 64           /* MAC header, [IPv6 word 0], addresses, ports,
-                               [IPv6 extension header length] */
+#define HDRMAX 1024         /* headers up to the payload: Ethernet, tags, IPv6
+                               with EXTMAX, TCP 60 (378 bytes), or a tunnel's
+                               two levels (parse_frame checks) */
+#define KEYMAX 72           /* MAC header, [IPv6 word 0], addresses, ports,
+                               [IPv6 extension header length]; the last byte:
+                               the tunnel kind */
+#define TKEYMAX 640         /* a tunnel's outer bytes compared within a flow */
 #define NREFS 64            /* payloads referred to in place, per aggregate */
 #define UDP_GRO_CNT_MAX 64  /* datagrams per UDP aggregate */
 #define TCP_FRAGLIST_MAX 64 /* segments per TCP fraglist aggregate */
-/* aggregate kinds (GROStats.by_kind: pcapgro/gro/stats.py KINDS) */
-enum { K_TCP, K_TCP_FRAGLIST, K_UDP, K_UDP_FRAGLIST, K_N };
+/* tunnel kinds (pcapgro/gro/seg.py Outer.kind); T_NONE: not tunnelled */
+enum { T_NONE, T_IPIP, T_SIT, T_IP4IP6, T_IP6IP6, T_GRE, T_VXLAN, T_GENEVE, T_N };
+/* aggregate kinds (GROStats.by_kind), named by KIND_NAMES: the four of
+ * pcapgro/gro/stats.py KINDS, then "<tunnel>_tcp", "<tunnel>_udp" per
+ * tunnel kind (core.py NAPI.complete) */
+enum { K_TCP, K_TCP_FRAGLIST, K_UDP, K_UDP_FRAGLIST, K_TUN0, K_N = K_TUN0 + 2 * (T_N - 1) };
+static const char *const KIND_NAMES[] = {
+    "tcp", "tcp_fraglist", "udp", "udp_fraglist", "ipip_tcp", "ipip_udp", "sit_tcp",
+    "sit_udp", "ip4ip6_tcp", "ip4ip6_udp", "ip6ip6_tcp", "ip6ip6_udp", "gre_tcp", "gre_udp",
+    "vxlan_tcp", "vxlan_udp", "geneve_tcp", "geneve_udp"};
+/* the annotated aggregate's comment names them (complete.py _tunnelled) */
+static const char *const KIND_NOTES[] = {
+    "TCP", "fraglist TCP", "UDP", "fraglist UDP", "IPIP/TCP", "IPIP/UDP", "SIT/TCP",
+    "SIT/UDP", "IP4IP6/TCP", "IP4IP6/UDP", "IP6IP6/TCP", "IP6IP6/UDP", "GRE/TCP", "GRE/UDP",
+    "VXLAN/TCP", "VXLAN/UDP", "GENEVE/TCP", "GENEVE/UDP"};
+_Static_assert(sizeof KIND_NAMES / sizeof *KIND_NAMES == K_N, "a name per kind");
+_Static_assert(sizeof KIND_NOTES / sizeof *KIND_NOTES == K_N, "a note per kind");
 #define GRO_LEGACY_MAX_SIZE 65536   /* UDP aggregates never grow beyond it */
 
 /* Flush reason codes; FLUSH_NAMES (exported as _native.FLUSH_NAMES, from
@@ -146,7 +187,8 @@ enum { K_TCP, K_TCP_FRAGLIST, K_UDP, K_UDP_FRAGLIST, K_N };
 enum {
     F_CWR, F_FLAGS_CHANGED, F_HEADER_LEN_CHANGED, F_WINDOW_CHANGED,
     F_ACK_CHANGED, F_OPTIONS_CHANGED, F_TTL_CHANGED, F_TOS_CHANGED,
-    F_DF_CHANGED, F_IP_ID, F_MSS_EXCEEDED, F_PURE_ACK, F_SEQ_GAP,
+    F_DF_CHANGED, F_IP_ID, F_OUTER_TTL_CHANGED, F_OUTER_TOS_CHANGED,
+    F_OUTER_DF_CHANGED, F_OUTER_IP_ID, F_MSS_EXCEEDED, F_PURE_ACK, F_SEQ_GAP,
     F_SIZE_LIMIT, F_PSH, F_FIN, F_URG, F_RST, F_SYN, F_SHORT_SEGMENT,
     F_BUCKET_FULL, F_POLL_END, F_LONGER_DATAGRAM, F_SHORT_DATAGRAM, F_SEGMENT_LIMIT,
     F_CSUM_STATE, F_BUDGET, F_FLUSH_TIMEOUT, F_L3_FLUSH, F_N
@@ -156,14 +198,19 @@ enum { P_PURE_ACK, P_FLAGS, P_NO_UDP_GRO, P_UDP_LENGTH, P_CSUM_STATE,
        /* passed before flow matching (parse_frame, seg_csum) */
        P_NOT_IP, P_NO_HANDLER, P_IP_OPTIONS, P_FRAGMENT, P_EXT_HEADER, P_BAD_IP_CSUM,
        P_BAD_TCP_CSUM, P_BAD_UDP_CSUM, P_TRUNCATED, P_BAD_TCP_HEADER, P_L3_FLUSH,
-       P_UDP_ZERO_CSUM, P_N };
+       P_UDP_ZERO_CSUM,
+       /* tunnels (tunnel_frame) */
+       P_TUNNEL_NESTED, P_TUNNEL_INNER, P_GRE_FLAGS, P_GENEVE_HEADER, P_BAD_GRE_CSUM, P_N };
 
 static const char *const FLUSH_NAMES[] = {
     [F_CWR] = "cwr", [F_FLAGS_CHANGED] = "flags_changed",
     [F_HEADER_LEN_CHANGED] = "header_len_changed", [F_WINDOW_CHANGED] = "window_changed",
     [F_ACK_CHANGED] = "ack_changed", [F_OPTIONS_CHANGED] = "options_changed",
     [F_TTL_CHANGED] = "ttl_changed", [F_TOS_CHANGED] = "tos_changed",
-    [F_DF_CHANGED] = "df_changed", [F_IP_ID] = "ip_id", [F_MSS_EXCEEDED] = "mss_exceeded",
+    [F_DF_CHANGED] = "df_changed", [F_IP_ID] = "ip_id",
+    [F_OUTER_TTL_CHANGED] = "outer_ttl_changed", [F_OUTER_TOS_CHANGED] = "outer_tos_changed",
+    [F_OUTER_DF_CHANGED] = "outer_df_changed", [F_OUTER_IP_ID] = "outer_ip_id",
+    [F_MSS_EXCEEDED] = "mss_exceeded",
     [F_PURE_ACK] = "pure_ack", [F_SEQ_GAP] = "seq_gap", [F_SIZE_LIMIT] = "size_limit",
     [F_PSH] = "psh", [F_FIN] = "fin", [F_URG] = "urg", [F_RST] = "rst", [F_SYN] = "syn",
     [F_SHORT_SEGMENT] = "short_segment", [F_BUCKET_FULL] = "bucket_full",
@@ -186,7 +233,12 @@ static const char *const PASS_NAMES[] = {[P_PURE_ACK] = "pure_ack", [P_FLAGS] = 
                                          [P_TRUNCATED] = "truncated",
                                          [P_BAD_TCP_HEADER] = "bad_tcp_header",
                                          [P_L3_FLUSH] = "l3_flush",
-                                         [P_UDP_ZERO_CSUM] = "udp_zero_csum"};
+                                         [P_UDP_ZERO_CSUM] = "udp_zero_csum",
+                                         [P_TUNNEL_NESTED] = "tunnel_nested",
+                                         [P_TUNNEL_INNER] = "tunnel_inner_no_handler",
+                                         [P_GRE_FLAGS] = "gre_flags",
+                                         [P_GENEVE_HEADER] = "geneve_header",
+                                         [P_BAD_GRE_CSUM] = "bad_gre_csum"};
 _Static_assert(sizeof FLUSH_NAMES / sizeof *FLUSH_NAMES == F_N, "a name per flush code");
 _Static_assert(sizeof PASS_NAMES / sizeof *PASS_NAMES == P_N, "a name per pass code");
 
@@ -197,6 +249,21 @@ _Static_assert(sizeof PASS_NAMES / sizeof *PASS_NAMES == P_N, "a name per pass c
 #define TH_URG 0x20
 #define TH_CWR 0x80
 #define TH_FINAL (TH_URG | TH_PSH | TH_RST | TH_SYN | TH_FIN)
+
+/* a tunnelled packet's outer level (pcapgro/gro/seg.py Outer: what
+ * NAPI_GRO_CB keeps of it with encap_mark set) */
+typedef struct {
+    int kind;               /* T_*; T_NONE: not tunnelled (then only l3 is set) */
+    int v6;                 /* outer IPv6 (else IPv4) */
+    uint32_t l3;            /* outer IP header (network_offsets[0]) */
+    uint32_t toff;          /* UDP / GRE header; IP-in-IP: the inner IP header */
+    uint32_t csum_at;       /* outer checksum rewritten at completion (UDP when
+                               nonzero, GRE with C), 0 = none */
+    uint32_t tosttl, df, ipid;   /* the outer IP fields inet_gro_flush compares */
+    uint32_t klen;          /* bytes of key */
+    uint8_t key[TKEYMAX];   /* outer_id + the tunnel header's same-flow bytes +
+                               the inner MAC header (encap.py inner_receive) */
+} Tun;
 
 typedef struct {
     uint8_t key[KEYMAX];    /* flow key (seg_fields), zero-padded */
@@ -225,6 +292,8 @@ typedef struct {
     uint64_t left;
     uint32_t tosttl, df;
     int fin_psh, fixedid, tail_odd;
+    int outer_fixedid;      /* the outer IPv4 ID found fixed (tunnels) */
+    Tun t;                  /* the outer level of a tunnelled flow */
     uint32_t head_psum, tail_psum;   /* payload sums mod 0xFFFF */
     sbuf rows;              /* annotated: the restore record's s= rows so far */
 } Agg;
@@ -258,9 +327,11 @@ typedef struct {
     int udp_gro;            /* UDP datagrams take standard GRO (--udp gro) */
     int fraglist;           /* rx-gro-list: TCP and UDP flows take fraglist GRO */
     uint8_t inet[256];      /* IP protocols with a GRO handler (offload.inet_offload):
-                               1 TCP / UDP, 2 another's (a tunnel: not handled here) */
+                               1 TCP / UDP, 2 another's (a tunnel: rx_tunnel) */
     int nlocal;             /* local_ports given: destination ports (bit set) */
     uint8_t local[65536 / 8];   /* with a local socket (tcp.uses_fraglist, udp.udp_mode) */
+    int ntun;               /* UDP tunnel sockets given: destination ports of */
+    uint8_t vxlan[65536 / 8], geneve[65536 / 8];    /* VXLAN, Geneve (bit sets) */
     /* the NAPI model (engine.py): gro_flush_timeout (ns, 0 = none), NAPI
      * budget (packets per poll, 0 = none; a full poll's flush is old-only
      * when budget_old: hz >= 1000), packets taken by the current poll */
@@ -356,6 +427,18 @@ static uint32_t sum16(const uint8_t *p, size_t n)
     s = (s * 256) % 0xFFFF;
 #endif
     return (uint32_t)s;
+}
+
+/* the unfolded one's-complement sum of the pseudo-header of protocol
+ * proto, len bytes, for the IP header at l3 of f (ipv4.py / ipv6.py
+ * pseudo_sum; congruent mod 0xFFFF) */
+static inline uint64_t pseudo_sum(const uint8_t *f, uint32_t l3, int v6, uint32_t proto,
+                                  uint32_t len)
+{
+    if (v6)
+        return sum16(f + l3 + 8, 32) + proto + len;
+    return be16(f + l3 + 12) + be16(f + l3 + 14) + be16(f + l3 + 16) + be16(f + l3 + 18)
+           + proto + len;
 }
 
 /* CRC-32 (zlib's) of the flow hash: zlib.crc32(addresses + ports) or 1;
@@ -555,6 +638,13 @@ static int ng_aggregate_cut(sbuf *opts, sbuf *txt, uint32_t count, uint32_t mss,
     return ng_end(opts);
 }
 
+/* the aggregate kind of a (KIND_NAMES, KIND_NOTES) */
+static inline int agg_kind(const Agg *a)
+{
+    return a->t.kind ? K_TUN0 + 2 * (a->t.kind - 1) + a->udp
+                     : (a->udp ? K_UDP : K_TCP) + a->flist;
+}
+
 /* the options of aggregate a written with headers hdr (hn bytes):
  * annotate.aggregate (pcapng, annotated), else NULL */
 static const sbuf *agg_options(Engine *e, const Agg *a, const uint8_t *hdr, uint32_t hn,
@@ -562,8 +652,7 @@ static const sbuf *agg_options(Engine *e, const Agg *a, const uint8_t *hdr, uint
 {
     if (!(e->ng && e->annotate))
         return NULL;
-    const char *proto = a->flist ? (a->udp ? "fraglist UDP" : "fraglist TCP")
-                                 : (a->udp ? "UDP" : "TCP");
+    const char *proto = KIND_NOTES[agg_kind(a)];
     const char *ended = FLUSH_NAMES[reason];
     int r = a->cut ? ng_aggregate_cut(&e->opts, &e->txt, a->count, a->mss, proto, ended,
                                       e->ng_swap)
@@ -583,7 +672,7 @@ static void count_aggregate(Engine *e, const Agg *a)
 {
     e->aggregates++;
     e->segs += a->count;
-    int kind = (a->udp ? K_UDP : K_TCP) + a->flist;
+    int kind = agg_kind(a);
     e->kind_aggs[kind]++;
     e->kind_segs[kind] += a->count;
     if (a->cut) {
@@ -628,7 +717,7 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
     /* captured: the headers and the payload kept; on the wire: the L3
      * length (a snaplen cut leaves bytes out) */
     uint32_t hn = a->hlen + ins, n = hn + (uint32_t)(a->paylen + a->reflen);
-    uint8_t *d = out_record_cut(e, t, n, a->l3 + ins + a->size - 4 * a->tags, opt);
+    uint8_t *d = out_record_cut(e, t, n, a->t.l3 + ins + a->size - 4 * a->tags, opt);
     if (!d)
         return;
     memcpy(d, hdr, hn);
@@ -670,65 +759,115 @@ static uint32_t ipv6_jumbo(uint8_t *d, uint32_t l3, uint32_t hlen, uint32_t plen
     return JUMBO_HBH;
 }
 
-/* inet_gro_complete / ipv6_gro_complete and tcp4_gro_complete /
- * tcp6_gro_complete on the aggregate's headers written at d (room for
- * JUMBO_HBH more); returns the bytes inserted (IPv6 BIG TCP) */
-static uint32_t complete_headers(Engine *e, const Agg *a, uint8_t *d)
+/* inet_gro_complete / ipv6_gro_complete (ipv4.py, ipv6.py complete_header)
+ * on the IP header at l3 of d, for a datagram of l3len bytes: the total
+ * length (0 above 65535: BIG TCP) and header checksum, or the payload
+ * length (run() handles IPv6 only where it fits 16 bits; extension
+ * headers included).  Returns the pseudo-header sum for protocol proto
+ * at l4. */
+static uint64_t ip_complete(uint8_t *d, uint32_t l3, int v6, uint32_t l3len, uint32_t l4,
+                            uint32_t proto)
 {
-    uint32_t l3 = a->l3, l4, c, ins = 0;
-    uint32_t l3len = a->size - 4 * a->tags;  /* size counts the tags */
-    uint64_t l4len, pseudo;
-    uint32_t proto = a->udp ? 17 : 6, at = a->udp ? 6 : 16;
-    if (a->v6) {
-        /* payload length, extension headers included (or the jumbo
-         * header); the pseudo-header counts the L4 length as 32 bits */
-        l4 = a->l4;
-        l4len = l3len - (l4 - l3);
-        pseudo = sum16(d + l3 + 8, 32) + proto + (l4len >> 16) + (l4len & 0xFFFF);
-        ins = ipv6_jumbo(d, l3, a->hlen, l3len - 40);
-        l4 += ins;
+    if (v6) {
+        uint32_t plen = l3len - 40;
+        d[l3 + 4] = (uint8_t)(plen >> 8);
+        d[l3 + 5] = (uint8_t)plen;
     } else {
-        /* total length (0 above 65535: BIG TCP), header checksum */
         uint32_t tot = l3len <= 0xFFFF ? l3len : 0;
-        l4 = l3 + 20;
         d[l3 + 2] = (uint8_t)(tot >> 8);
         d[l3 + 3] = (uint8_t)tot;
         d[l3 + 10] = d[l3 + 11] = 0;
-        c = 0xFFFF - sum16(d + l3, 20);     /* checksum(): ~fold, 0 -> 0xFFFF */
+        uint32_t c = 0xFFFF - sum16(d + l3, 20);     /* checksum(): ~fold, 0 -> 0xFFFF */
         d[l3 + 10] = (uint8_t)(c >> 8);
         d[l3 + 11] = (uint8_t)c;
-        l4len = l3len - 20;
-        pseudo = be16(d + l3 + 12) + be16(d + l3 + 14) + be16(d + l3 + 16)
-               + be16(d + l3 + 18) + proto + l4len;
     }
+    return pseudo_sum(d, l3, v6, proto, l3len - (l4 - l3));
+}
+
+/* a checksum field at d + at: the pseudo-header seed fold(pseudo)
+ * (--csum kernel) when valid is 0, else ~fold(s) of the block sum s
+ * (s > 0), 0 written as 0xFFFF for UDP (zero: its value then) */
+static void put_csum(uint8_t *d, uint32_t at, int valid, uint64_t s, uint32_t zero)
+{
+    uint32_t c, r = (uint32_t)(s % 0xFFFF);
+    if (!valid)
+        c = r ? r : 0xFFFF;
+    else
+        c = r ? 0xFFFF - r : zero;
+    d[at] = (uint8_t)(c >> 8);
+    d[at + 1] = (uint8_t)c;
+}
+
+/* _outer_checksum (encap.py) of tunnelled aggregate a, headers at d: a
+ * nonzero outer UDP checksum: the outer pseudo-header seed (--csum kernel,
+ * as udp4/6_gro_complete leave it) or valid; the GRE checksum: the first
+ * packet's (kernel) or valid over the GRE header and all after it.
+ * opseudo: the outer UDP pseudo-header sum; ps: the payload's sum. */
+static void outer_csum(const Engine *e, const Agg *a, uint8_t *d, uint64_t opseudo, uint64_t ps)
+{
+    uint32_t at = a->t.csum_at;
+    int udp = a->t.kind >= T_VXLAN;
+    if (!e->csum_valid) {
+        if (udp)
+            put_csum(d, at, 0, opseudo, 0);
+        return;
+    }
+    d[at] = d[at + 1] = 0;
+    uint64_t s = sum16(d + a->t.toff, a->hlen - a->t.toff) + ps + (udp ? opseudo : 0);
+    put_csum(d, at, 1, s, udp ? 0xFFFF : 0);
+}
+
+/* napi_gro_complete's gro_complete calls on the aggregate's headers
+ * written at d: a tunnel's outer level first (encap.py complete_levels:
+ * inet/ipv6_gro_complete, the UDP length of VXLAN and Geneve), then
+ * inet_gro_complete / ipv6_gro_complete and tcp4_gro_complete /
+ * tcp6_gro_complete / udp_gro_complete; the L4 checksum the pseudo-header
+ * seed (kernel; fraglist: the first packet's stays) or valid, then the
+ * outer checksum */
+static uint32_t complete_headers(Engine *e, const Agg *a, uint8_t *d)
+{
+    uint32_t l3len = a->size - 4 * a->tags;  /* size counts the tags */
+    uint32_t proto = a->udp ? 17 : 6, ins = 0;
+    uint64_t opseudo = 0, ps = 0, pseudo;
+    if (a->t.kind) {
+        uint32_t tlen = l3len - (a->t.toff - a->t.l3);
+        opseudo = ip_complete(d, a->t.l3, a->t.v6, l3len, a->t.toff, 17);
+        if (a->t.kind >= T_VXLAN) {
+            d[a->t.toff + 4] = (uint8_t)(tlen >> 8);
+            d[a->t.toff + 5] = (uint8_t)tlen;
+        }
+        l3len -= a->l3 - a->t.l3;
+    }
+    if (a->v6 && !a->t.kind) {
+        /* the pseudo-header counts the L4 length as 32 bits; the payload
+         * length, or the jumbo header (BIG TCP) */
+        pseudo = pseudo_sum(d, a->l3, 1, proto, l3len - (a->l4 - a->l3));
+        ins = ipv6_jumbo(d, a->l3, a->hlen, l3len - 40);
+    } else {
+        pseudo = ip_complete(d, a->l3, a->v6, l3len, a->l4, proto);
+    }
+    uint32_t l4 = a->l4 + ins, at = l4 + (a->udp ? 6 : 16);
     if (a->udp) {
         /* udp_gro_complete: the UDP length */
+        uint32_t l4len = l3len - (a->l4 - a->l3);
         d[l4 + 4] = (uint8_t)(l4len >> 8);
         d[l4 + 5] = (uint8_t)l4len;
     } else if (!a->flist) {
         /* tcp_gro_complete: FIN/PSH of merged segments */
         d[l4 + 13] |= (uint8_t)a->fin_psh;
     }
-    /* the checksum: the pseudo-header seed (kernel; fraglist: the first
-     * packet's stays) or valid */
     /* (a snaplen cut: the seed, payload.payloads' rule) */
-    int seed = !e->csum_valid || a->cut;
-    if (seed && a->flist)
-        return ins;
-    if (seed) {
-        uint32_t f = (uint32_t)(pseudo % 0xFFFF);   /* fold(): the seed */
-        c = f ? f : 0xFFFF;
+    if (!e->csum_valid || a->cut) {
+        if (!a->flist)
+            put_csum(d, at, 0, pseudo, 0);
     } else {
-        d[l4 + at] = d[l4 + at + 1] = 0;
-        uint64_t ps = a->head_psum + (uint64_t)(a->head_L & 1 ? a->tail_psum * 256u : a->tail_psum);
-        uint64_t s = pseudo + sum16(d + l4, a->hlen + ins - l4) + ps;
-        uint32_t rr = (uint32_t)(s % 0xFFFF);
-        c = rr ? 0xFFFF - rr : 0;          /* ~fold(s), s > 0 */
-        if (!c && a->udp)
-            c = 0xFFFF;                     /* UDP: 0 means no checksum */
+        d[at] = d[at + 1] = 0;
+        ps = a->head_psum + (uint64_t)(a->head_L & 1 ? a->tail_psum * 256u : a->tail_psum);
+        put_csum(d, at, 1, pseudo + sum16(d + l4, a->hlen + ins - l4) + ps,
+                 a->udp ? 0xFFFF : 0);
     }
-    d[l4 + at] = (uint8_t)(c >> 8);
-    d[l4 + at + 1] = (uint8_t)c;
+    if (a->t.csum_at && a->t.kind)
+        outer_csum(e, a, d, opseudo, ps);
     return ins;
 }
 
@@ -900,7 +1039,12 @@ typedef struct {
     uint32_t orig;          /* original length (n: captured) */
     int flush_l3;           /* NAPI_GRO_CB(skb)->flush at L3: length mismatch, evil bit */
     uint32_t ucsum;         /* UDP checksum field */
-    int pass;               /* the Pass reason of RX_PASS (parse_frame, seg_csum) */
+    int pass;               /* the Pass reason of RX_PASS (parse_frame, seg_csum;
+                               the tunnel steps: P_* + 1, 0 none: rx_tunnel) */
+    int ocnt;               /* the outer checksum's verdict to count: 1
+                               verified, 2 the seed (trusted), 3 bad, 0 none */
+    Tun t;                  /* the outer level (t.kind T_NONE: none); l3, l4,
+                               the TCP / UDP fields are then the inner flow's */
 } Seg;
 
 /* hand segment g up unchanged (pass_frame), captured and original lengths
@@ -913,11 +1057,12 @@ static void pass_seg(Engine *e, int reason, const Seg *g, int64_t ts, int64_t id
 /* what the frame step makes of a record: not handled here (the run ends),
  * a segment for the GRO lists, or a packet passed up before flow matching
  * (Seg.pass says why) */
-enum { RX_NO, RX_SEG, RX_PASS };
+enum { RX_NO, RX_SEG, RX_PASS, RX_TUN };
 
 /* the held packet of g's flow, or -1: the same key and, behind IPv6
  * extension headers, the same chain (ipv6_gro_receive compares the whole
- * network header; its length is in the key) */
+ * network header; its length is in the key); tunnelled: the same outer
+ * bytes (Tun.key) */
 static int find(Engine *e, const Seg *g)
 {
     if (!e->nheld)
@@ -925,7 +1070,9 @@ static int find(Engine *e, const Seg *g)
     for (int s = 0; s < MAXHELD; s++) {
         const Agg *a = &e->aggs[s];
         if (e->used[s] && a->khash == g->kh && !memcmp(a->key, g->key, KEYMAX)
-                && (!g->ext || !memcmp(a->hdr + g->l3 + 40, g->f + g->l3 + 40, g->ext)))
+                && (!g->ext || !memcmp(a->hdr + g->l3 + 40, g->f + g->l3 + 40, g->ext))
+                && (!g->t.kind || (a->t.klen == g->t.klen
+                                   && !memcmp(a->t.key, g->t.key, g->t.klen))))
             return s;
     }
     return -1;
@@ -937,8 +1084,8 @@ static int find(Engine *e, const Seg *g)
  * gro); 0 = standard GRO */
 static int seg_flist(const Engine *e, const Seg *g)
 {
-    if (!e->fraglist)
-        return 0;
+    if (!e->fraglist || g->t.kind)
+        return 0;               /* a tunnelled flow never (udp.udp_mode, tcp.gro_receive) */
     uint32_t port = be16(g->f + g->l4 + 2);
     int local = e->nlocal && (e->local[port >> 3] >> (port & 7) & 1);
     return g->udp ? !(local && e->udp_gro) : !local;
@@ -1002,7 +1149,12 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     a->count = 1;
     a->mss = g->L;
     a->seq_next = g->seq + g->L;
-    a->size = g->orig - g->l3 + 4 * g->tags;    /* p->len: L3 bytes + 4 per VLAN tag */
+    a->size = g->orig - g->t.l3 + 4 * g->tags;  /* p->len: (outer) L3 bytes + 4 per VLAN tag */
+    a->outer_fixedid = 0;
+    a->t.kind = g->t.kind;
+    a->t.l3 = g->t.l3;
+    if (g->t.kind)
+        memcpy(&a->t, &g->t, offsetof(Tun, key) + g->t.klen);
     a->tags = g->tags;
     a->word = g->word;
     a->ack = g->ack;
@@ -1017,24 +1169,39 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     a->rows.n = 0;
 }
 
-/* inet_gro_flush / ipv6_gro_flush (network.network_flush): TTL, TOS and
- * DF equal, the IPv4 ID incrementing or fixed (decided at the second
- * segment, setting fixedid); IPv6: traffic class and hop limit.  -1 = equal */
+/* inet_gro_flush / ipv6_gro_flush for one IP level (network.py
+ * _level_flush): TTL, TOS and DF equal, the IPv4 ID incrementing or fixed
+ * (decided at the second segment, setting *fixed); IPv6: traffic class and
+ * hop limit.  base: the level's first reason (F_TTL_CHANGED, or
+ * F_OUTER_TTL_CHANGED: the four in the same order).  -1 = equal */
+static int level_flush(uint32_t count, int v6, uint32_t atos, uint32_t gtos, uint32_t adf,
+                       uint32_t gdf, uint32_t aid, uint32_t gid, int *fixed, int base)
+{
+    if (gtos != atos)
+        return base + (((gtos ^ atos) & 0xFF) ? 0 : 1);
+    if (v6)
+        return -1;
+    if (gdf != adf)
+        return base + 2;
+    uint32_t d = (gid - aid) & 0xFFFF;
+    count &= 0xFFFF;                         /* NAPI_GRO_CB(p)->count: u16 */
+    if (count == 1 && d == 0)
+        *fixed = 1;
+    if (d != (*fixed ? 0 : count))
+        return base + 3;
+    return -1;
+}
+
+/* gro_receive_network_flush (network.network_flush): the inner (or only)
+ * IP level, then a tunnel's outer one (include/net/gro.h) */
 static int network_flush(Agg *a, const Seg *g)
 {
-    if (g->tosttl != a->tosttl)
-        return ((g->tosttl ^ a->tosttl) & 0xFF) ? F_TTL_CHANGED : F_TOS_CHANGED;
-    if (g->v6)
-        return -1;
-    if (g->df != a->df)
-        return F_DF_CHANGED;
-    uint32_t d = (g->ipid - a->ipid) & 0xFFFF;
-    uint32_t count = a->count & 0xFFFF;      /* NAPI_GRO_CB(p)->count: u16 */
-    if (count == 1 && d == 0)
-        a->fixedid = 1;
-    if (d != (a->fixedid ? 0 : count))
-        return F_IP_ID;
-    return -1;
+    int r = level_flush(a->count, g->v6, a->tosttl, g->tosttl, a->df, g->df, a->ipid, g->ipid,
+                        &a->fixedid, F_TTL_CHANGED);
+    if (r < 0 && g->t.kind)
+        r = level_flush(a->count, g->t.v6, a->t.tosttl, g->t.tosttl, a->t.df, g->t.df,
+                        a->t.ipid, g->t.ipid, &a->outer_fixedid, F_OUTER_TTL_CHANGED);
+    return r;
 }
 
 /* tcp_gro_receive's merge checks (with inet_gro_flush), in its order;
@@ -1110,6 +1277,13 @@ static int fraglist_flush(const Agg *a, const Seg *g)
     return -1;
 }
 
+/* skb_gro_receive's size limit for TCP (tcp.py _std_flush): gro_max_size;
+ * a tunnelled flow never passes GRO_LEGACY_MAX_SIZE */
+static inline uint32_t tcp_limit(const Engine *e, const Seg *g)
+{
+    return g->t.kind && e->limit > GRO_LEGACY_MAX_SIZE ? GRO_LEGACY_MAX_SIZE : e->limit;
+}
+
 /* the standard branch's last checks (tcp.py _std_flush): the L3 flush
  * flag (tcp_gro_receive: NAPI_GRO_CB(skb)->flush), then the size limit
  * (skb_gro_receive: gro_max_size, exclusive); -1 = may merge */
@@ -1117,7 +1291,7 @@ static int std_flush(const Engine *e, const Agg *a, const Seg *g)
 {
     if (g->flush_l3)
         return F_L3_FLUSH;
-    return a->size + g->L >= e->limit ? F_SIZE_LIMIT : -1;
+    return a->size + g->L >= tcp_limit(e, g) ? F_SIZE_LIMIT : -1;
 }
 
 /* the captured payload of g joins a's (referred to in place), unless a
@@ -1192,7 +1366,8 @@ static void udp_start(Engine *e, const Seg *g, int64_t ts, int64_t idx)
  * 65536); merged; a shorter datagram or the 64th ends the aggregate */
 static void udp_receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
 {
-    if (!e->udp_gro && !e->fraglist) {
+    if (!e->udp_gro && (!e->fraglist || g->t.kind)) {
+        /* udp.udp_mode: no fraglist inside a tunnel */
         pass_seg(e, P_NO_UDP_GRO, g, ts, idx);
         return;
     }
@@ -1270,7 +1445,7 @@ static void receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
 
 /* inet_handlers: 256 bytes, one per IP protocol: 0 no GRO handler
  * (offload.inet_offload is None: passed, no_handler), 1 TCP / UDP, 2
- * another handler (a tunnel: not handled here).  Default: TCP and UDP,
+ * another handler (a tunnel: rx_tunnel).  Default: TCP and UDP,
  * and the tunnel protocols of Linux 6.18 (IPIP, IPv6-in-IP, GRE) */
 static int set_inet(Engine *e, const char *inet, Py_ssize_t n)
 {
@@ -1288,27 +1463,47 @@ static int set_inet(Engine *e, const char *inet, Py_ssize_t n)
     return 0;
 }
 
+/* vxlan_ports, geneve_ports: the UDP tunnel sockets' destination ports,
+ * bit sets of 65536 ports (or empty: none) */
+static int set_tunnel_ports(Engine *e, const char *vx, Py_ssize_t nvx, const char *gn,
+                            Py_ssize_t ngn)
+{
+    if ((nvx && nvx != sizeof e->vxlan) || (ngn && ngn != sizeof e->geneve)) {
+        PyErr_SetString(PyExc_ValueError, "vxlan_ports, geneve_ports: bit sets of 65536 ports");
+        return -1;
+    }
+    e->ntun = nvx || ngn;
+    memset(e->vxlan, 0, sizeof e->vxlan);
+    memset(e->geneve, 0, sizeof e->geneve);
+    if (nvx)
+        memcpy(e->vxlan, vx, sizeof e->vxlan);
+    if (ngn)
+        memcpy(e->geneve, gn, sizeof e->geneve);
+    return 0;
+}
+
 static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"limit", "poll_gap_ns", "jiffy_ns", "verify", "csum_valid",
                              "hash_flow", "vlan", "pcapng", "pcapng_swap", "pcapng_div",
                              "annotate", "udp_gro", "fraglist", "gro_flush_timeout", "napi_budget",
                              "budget_old_only", "local_ports", "inet_handlers", "poll_work",
-                             "poll_wake_ns", "poll_rx_ns", "deliver_ns", "deliver_seg_ns", NULL};
+                             "poll_wake_ns", "poll_rx_ns", "deliver_ns", "deliver_seg_ns",
+                             "vxlan_ports", "geneve_ports", NULL};
     unsigned long limit;
     long long gap, jiffy, ng_div = 1;
     int verify, csum_valid, hash_flow, vlan = 0, ng = 0, ng_swap = 0, annotate = 0;
     int udp_gro = 0, fraglist = 0, budget_old = 0, work = 0;
     long long timeout = 0, budget = 0, wake = 0, rx = 0, dp = 0, ds = 0;
-    const char *local = NULL, *inet = NULL;
-    Py_ssize_t nlocal = 0, ninet = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLpppLLpy#y#pLLLL", kwlist, &limit,
+    const char *local = NULL, *inet = NULL, *vx = NULL, *gn = NULL;
+    Py_ssize_t nlocal = 0, ninet = 0, nvx = 0, ngn = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "kLLppp|pppLpppLLpy#y#pLLLLy#y#", kwlist, &limit,
                                      &gap, &jiffy, &verify, &csum_valid, &hash_flow, &vlan,
                                      &ng, &ng_swap, &ng_div, &annotate, &udp_gro, &fraglist,
                                      &timeout, &budget, &budget_old, &local, &nlocal, &inet,
-                                     &ninet, &work, &wake, &rx, &dp, &ds))
+                                     &ninet, &work, &wake, &rx, &dp, &ds, &vx, &nvx, &gn, &ngn))
         return -1;
-    if (set_inet(e, inet, ninet) < 0)
+    if (set_inet(e, inet, ninet) < 0 || set_tunnel_ports(e, vx, nvx, gn, ngn) < 0)
         return -1;
     /* cfast.usable keeps the costs under 2**30 ns: the clock stays within
      * int64 for any capture time */
@@ -1541,7 +1736,8 @@ static inline int rx_pass(Seg *g, int reason)
  * handler for the protocol, options (*(u8 *)iph != 0x45), a fragment
  * (ip_is_fragment), a bad header checksum (ip_fast_csum) pass; a total
  * length other than the bytes on the wire or the reserved bit set the L3
- * flush.  RX_NO: a protocol whose handler is not TCP / UDP (a tunnel). */
+ * flush.  RX_TUN: a protocol whose handler is not TCP / UDP (a tunnel:
+ * rx_tunnel). */
 static int rx_ipv4(const Engine *e, Seg *g, uint32_t *proto)
 {
     const uint8_t *f = g->f;
@@ -1552,7 +1748,7 @@ static int rx_ipv4(const Engine *e, Seg *g, uint32_t *proto)
     if (!e->inet[p])
         return rx_pass(g, P_NO_HANDLER);
     if (e->inet[p] != 1)
-        return RX_NO;
+        return e->inet[p] == 2 ? RX_TUN : RX_NO;
     if (f[l3] != 0x45)
         return rx_pass(g, P_IP_OPTIONS);
     uint32_t frag = be16(f + l3 + 6);
@@ -1572,7 +1768,7 @@ static int rx_ipv4(const Engine *e, Seg *g, uint32_t *proto)
  * walked (ipv6_gso_pull_exthdrs); a header cut short, a Fragment header, a
  * protocol without an inet6_offloads handler (behind extension headers:
  * ext_header) pass; a payload length other than the bytes on the wire sets
- * the L3 flush.  RX_NO: a tunnel, or more than EXTMAX bytes of extension
+ * the L3 flush.  RX_TUN: a tunnel (rx_tunnel); RX_NO: more than EXTMAX bytes of extension
  * headers (this loop's limit). */
 static int rx_ipv6(const Engine *e, Seg *g, uint32_t *proto)
 {
@@ -1593,8 +1789,10 @@ static int rx_ipv6(const Engine *e, Seg *g, uint32_t *proto)
         return rx_pass(g, off == l3 + 40 ? P_NO_HANDLER : P_EXT_HEADER);
     if (cap < off)
         return rx_pass(g, P_TRUNCATED);
-    if (e->inet[nh] != 1 || off - l3 - 40 > EXTMAX)
+    if (e->inet[nh] > 2 || off - l3 - 40 > EXTMAX)
         return RX_NO;
+    if (e->inet[nh] == 2)
+        return RX_TUN;
     g->flush_l3 = be16(f + l3 + 4) != g->orig - l3 - 40;
     g->df = 0;
     g->l4 = off;
@@ -1629,6 +1827,354 @@ static int rx_l4(Seg *g, uint32_t proto)
     return RX_SEG;
 }
 
+/* ipv6_gro_receive's walk (ipv6.py receive) in frame f of cap bytes: the
+ * offset of the header after the fixed IPv6 header at l3 and the extension
+ * headers it walks (ipv6_gso_pull_exthdrs: Hop-by-Hop, Routing, Destination
+ * Options), *proto its protocol; 0 when not handled here (cut short, or
+ * over EXTMAX bytes of extension headers) */
+static uint32_t ipv6_l4(const uint8_t *f, uint32_t l3, uint32_t cap, uint32_t *proto)
+{
+    uint32_t l4 = l3 + 40, nh;
+    if (l4 + 8 > cap)
+        return 0;
+    nh = f[l3 + 6];
+    while (nh == 0 || nh == 43 || nh == 60) {
+        if (l4 + 8 > cap || l4 - l3 - 40 >= EXTMAX)
+            return 0;
+        nh = f[l4];
+        l4 += (uint32_t)(f[l4 + 1] + 1) << 3;
+    }
+    *proto = nh;
+    return l4 - l3 - 40 > EXTMAX ? 0 : l4;
+}
+
+/* One IP level (inet_gro_receive / ipv6_gro_receive: pcapgro/gro/ipv4.py,
+ * ipv6.py receive) at l3 of frame f of cap bytes, as this loop handles it:
+ * IPv4 without options, fragment or reserved bit, with a good header
+ * checksum; IPv6 with up to EXTMAX bytes of extension headers; the datagram's
+ * length the frame's (no L3 flush).  Sets *l4 (the header after it),
+ * *proto and *frag (IPv4 flags word, else 0); 0 when not handled. */
+static int ip_level(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t l3, int v6,
+                    uint32_t *l4, uint32_t *proto, uint32_t *frag)
+{
+    (void)e;
+    *frag = 0;
+    if (v6) {
+        *l4 = ipv6_l4(f, l3, cap, proto);
+        return *l4 && *l4 + 8 <= cap && be16(f + l3 + 4) + l3 + 40 == cap;
+    }
+    *l4 = l3 + 20;
+    if (*l4 + 8 > cap || f[l3] != 0x45)
+        return 0;
+    *proto = f[l3 + 9];
+    *frag = be16(f + l3 + 6);
+    return be16(f + l3 + 2) + l3 == cap && !(*frag & 0xBFFF) && sum16(f + l3, 20) == 0;
+}
+
+/* The TCP or UDP header at l4 (tcp_gro_pull_header, udp_gro_udphdr):
+ * sets g->hl, g->ulen, g->udp; 0 when not handled (another protocol, a
+ * TCP data offset < 5 or beyond the frame, a UDP checksum 0: the Python
+ * engine's) */
+static int l4_level(const uint8_t *f, uint32_t cap, uint32_t l4, uint32_t proto, Seg *g)
+{
+    if (proto == 6) {
+        if (l4 + 20 > cap)
+            return 0;
+        g->hl = (uint32_t)(f[l4 + 12] >> 4) << 2;
+        if (g->hl < 20 || l4 + g->hl > cap)
+            return 0;
+    } else if (proto == 17) {
+        if (!be16(f + l4 + 6))
+            return 0;
+        g->hl = 8;
+        g->ulen = be16(f + l4 + 4);
+    } else {
+        return 0;
+    }
+    g->udp = proto == 17;
+    return 1;
+}
+
+/* ---------------------------------------------------------- tunnels
+ * One tunnel level, as the Python reference walks it (pcapgro/gro/encap.py,
+ * gre.py, ipip.py, udp_tunnel.py): the outer IP level, then the tunnel
+ * header, then the inner packet parsed by ip_level and l4_level; the flow
+ * key covers the outer bytes the kernel compares (Tun.key) and the inner
+ * flow.  Anything else a tunnel may bring (a second tunnel level, flags,
+ * a bad checksum, a header cut short) is not handled here: the run stops
+ * and the Python engine takes the packet. */
+
+#define GRE_CSUM 0x8000
+#define GRE_KEY 0x2000
+#define ETH_P_TEB 0x6558
+
+/* parse step verdict: g is passed up for reason r (a tunnel case the
+ * reference passes); the step returns 0 (no Seg) */
+#define PASS(g, r) ((g)->pass = (r) + 1, 0)
+
+static inline int port_bit(const uint8_t *set, uint32_t port)
+{
+    return set[port >> 3] >> (port & 7) & 1;
+}
+
+/* The tunnel the header at l4 of protocol proto opens (the inet_offloads
+ * entries with a tunnel callback: ipip_gro_receive, gre_gro_receive,
+ * udp_gro_receive on a port with a tunnel socket: VXLAN first), T_NONE
+ * when none */
+static int tun_kind(const Engine *e, const uint8_t *f, uint32_t l4, uint32_t proto, int v6)
+{
+    if (proto == 4)
+        return v6 ? T_IP4IP6 : T_IPIP;
+    if (proto == 41)
+        return v6 ? T_IP6IP6 : T_SIT;
+    if (proto == 47)
+        return T_GRE;
+    if (proto == 17 && e->ntun) {
+        uint32_t port = be16(f + l4 + 2);
+        if (port_bit(e->vxlan, port))
+            return T_VXLAN;
+        if (port_bit(e->geneve, port))
+            return T_GENEVE;
+    }
+    return T_NONE;
+}
+
+/* n bytes appended to the tunnel key of g; 0 when they do not fit */
+static int tkey_add(Seg *g, const uint8_t *p, uint32_t n)
+{
+    if (g->t.klen + n > TKEYMAX)
+        return 0;
+    memcpy(g->t.key + g->t.klen, p, n);
+    g->t.klen += n;
+    return 1;
+}
+
+/* outer_id (encap.py): the outer IP bytes that say "same tunnel": IPv4
+ * protocol and addresses (inet_gro_receive); IPv6 version / flow label
+ * word, next header, addresses and extension headers (ipv6_gro_receive) */
+static int tkey_outer(Seg *g, const uint8_t *f, uint32_t l3, uint32_t l4, int v6)
+{
+    g->t.klen = 0;
+    if (!v6)
+        return tkey_add(g, f + l3 + 9, 1) && tkey_add(g, f + l3 + 12, 8);
+    uint32_t w = be32(f + l3) & 0xF00FFFFFu;
+    uint8_t b[5] = {(uint8_t)(w >> 24), (uint8_t)(w >> 16), (uint8_t)(w >> 8), (uint8_t)w,
+                    f[l3 + 6]};
+    return tkey_add(g, b, 5) && tkey_add(g, f + l3 + 8, l4 - l3 - 8);
+}
+
+/* eth_gro_receive for a tunnel's inner Ethernet header at mac (encap.py
+ * inner_ethernet): up to MAXTAGS VLAN tags (VLAN GRO on), then IPv4 or
+ * IPv6; the header joins the tunnel key.  Sets *l3, *et; 0 when not
+ * handled. */
+static int inner_eth(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t mac, Seg *g,
+                     uint32_t *l3, uint32_t *et)
+{
+    uint32_t o = mac + 12, tags = 0;
+    if (mac + 14 > cap)
+        return 0;
+    uint32_t x = be16(f + o);
+    while (x == 0x8100 || x == 0x88A8) {
+        if (!e->vlan || tags == MAXTAGS || o + 6 > cap)
+            return 0;
+        o += 4;
+        tags++;
+        x = be16(f + o);
+    }
+    if (x != 0x0800 && x != 0x86DD)
+        return PASS(g, P_TUNNEL_INNER);
+    *l3 = o + 2;
+    *et = x;
+    return tkey_add(g, f + mac, o + 2 - mac);
+}
+
+/* gre_gro_receive (net/ipv4/gre_offload.c; gre.py receive) for the GRE
+ * header at h: version 0 with only the K and C flags, an inner EtherType
+ * with a GRO handler (IPv4, IPv6, ETH_P_TEB: an inner Ethernet header),
+ * the checksum good when verified (skb_gro_checksum_simple_validate);
+ * same-flow bytes: flags and protocol, with K the next word (the checksum
+ * word when C is set too: the kernel compares *(greh + 1)).  Sets *l3,
+ * *et; 0 when not handled. */
+static int gre_level(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t h, Seg *g,
+                     uint32_t *l3, uint32_t *et)
+{
+    if (h + 4 > cap)
+        return 0;
+    uint32_t flags = be16(f + h), x = be16(f + h + 2);
+    if (flags & ~(uint32_t)(GRE_KEY | GRE_CSUM))
+        return PASS(g, P_GRE_FLAGS);
+    if (x != ETH_P_TEB && x != 0x0800 && x != 0x86DD)
+        return PASS(g, P_TUNNEL_INNER);
+    uint32_t hl = 4 + (flags & GRE_KEY ? 4 : 0) + (flags & GRE_CSUM ? 4 : 0);
+    if (h + hl > cap)
+        return 0;
+    if (flags & GRE_CSUM && e->verify) {
+        g->ocnt = sum16(f + h, cap - h) ? 3 : 1;
+        if (g->ocnt == 3)
+            return PASS(g, P_BAD_GRE_CSUM);
+    }
+    g->t.csum_at = flags & GRE_CSUM ? h + 4 : 0;
+    if (!tkey_add(g, f + h, flags & GRE_KEY ? 8 : 4))
+        return 0;
+    if (x == ETH_P_TEB)
+        return inner_eth(e, f, cap, h + hl, g, l3, et);
+    *l3 = h + hl;
+    *et = x;
+    return 1;
+}
+
+/* udp_gro_receive's tunnel branch (net/ipv4/udp_offload.c; udp_tunnel.py
+ * receive) for the UDP header at u: a nonzero outer checksum verified (a
+ * pseudo-header seed trusted: csum.verify), then vxlan_gro_receive
+ * (drivers/net/vxlan/vxlan_core.c: the 8-byte header, an inner Ethernet
+ * header) or geneve_gro_receive (drivers/net/geneve.c: version 0, no OAM,
+ * options, the inner EtherType's handler); same-flow bytes: the ports,
+ * the checksum's zero-ness, the whole tunnel header.  Sets *l3, *et; 0
+ * when not handled. */
+static int udp_tunnel_level(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t u,
+                            Seg *g, uint32_t *l3, uint32_t *et)
+{
+    uint32_t h = u + 8, hl = 8, ck = be16(f + u + 6);
+    if (ck && e->verify) {
+        uint64_t ps = pseudo_sum(f, g->t.l3, g->t.v6, 17, cap - u);
+        uint32_t sd = (uint32_t)(ps % 0xFFFF);
+        if ((ps + sum16(f + u, cap - u)) % 0xFFFF == 0)
+            g->ocnt = 1;
+        else if (ck == (sd ? sd : 0xFFFF))
+            g->ocnt = 2;
+        else
+            return g->ocnt = 3, PASS(g, P_BAD_UDP_CSUM);
+    }
+    g->t.csum_at = ck ? u + 6 : 0;
+    uint8_t z = ck != 0;
+    if (h + 8 > cap || !tkey_add(g, f + u, 4) || !tkey_add(g, &z, 1))
+        return 0;
+    if (g->t.kind == T_VXLAN)
+        return tkey_add(g, f + h, 8) && inner_eth(e, f, cap, h + 8, g, l3, et);
+    if (f[h] >> 6 || f[h + 1] & 0x80)
+        return PASS(g, P_GENEVE_HEADER);
+    hl += (f[h] & 0x3Fu) * 4;
+    uint32_t x = be16(f + h + 2);
+    if (h + hl > cap || !tkey_add(g, f + h, hl))
+        return 0;
+    if (x == ETH_P_TEB)
+        return inner_eth(e, f, cap, h + hl, g, l3, et);
+    *l3 = h + hl;
+    *et = x;
+    return x == 0x0800 || x == 0x86DD ? 1 : PASS(g, P_TUNNEL_INNER);
+}
+
+/* The tunnel step (encap.py inner_receive): the outer level of kind at
+ * l3 / l4 (IP version v6, flags word frag) kept in g->t, then the tunnel
+ * header's step; IP-in-IP (ipip_gro_receive, net/ipv4/af_inet.c;
+ * sit_ip6ip6_gro_receive, ip4ip6_gro_receive, net/ipv6/ip6_offload.c):
+ * the inner IP header right after the outer one.  Sets *l3, *et of the
+ * inner IP header; 0 when not handled. */
+static int tunnel_level(const Engine *e, const uint8_t *f, uint32_t cap, int kind, uint32_t l3,
+                        uint32_t l4, int v6, uint32_t frag, Seg *g, uint32_t *il3, uint32_t *et)
+{
+    Tun *t = &g->t;
+    t->kind = kind;
+    t->v6 = v6;
+    t->toff = l4;
+    t->csum_at = 0;
+    t->df = frag & 0x4000;
+    if (v6) {
+        t->tosttl = (((be32(f + l3) >> 20) & 0xFF) << 8) | f[l3 + 7];
+        t->ipid = 0;
+    } else {
+        t->tosttl = ((uint32_t)f[l3 + 1] << 8) | f[l3 + 8];
+        t->ipid = be16(f + l3 + 4);
+    }
+    if (!tkey_outer(g, f, l3, l4, v6))
+        return 0;
+    if (kind == T_GRE)
+        return gre_level(e, f, cap, l4, g, il3, et);
+    if (kind >= T_VXLAN)
+        return udp_tunnel_level(e, f, cap, l4, g, il3, et);
+    *il3 = l4;
+    *et = kind == T_IPIP || kind == T_IP4IP6 ? 0x0800 : 0x86DD;
+    return 1;
+}
+
+/* an IP protocol with a GRO handler (the inet_offloads entries) */
+static inline int has_handler(uint32_t proto)
+{
+    return proto == 6 || proto == 17 || proto == 4 || proto == 41 || proto == 47;
+}
+
+/* inet_gro_receive / ipv6_gro_receive's first rejections (ipv4.py,
+ * ipv6.py receive) for a tunnel's inner IP header at l3 that ip_level
+ * does not handle: a protocol without a GRO handler (no_handler; IPv6:
+ * behind extension headers, ext_header) passes g; else 0 (not handled) */
+static int inner_pass(const uint8_t *f, uint32_t cap, uint32_t l3, int v6, Seg *g)
+{
+    uint32_t off = l3 + (v6 ? 40 : 20), nh;
+    if (off > cap)
+        return 0;
+    if (!v6)
+        return has_handler(f[l3 + 9]) ? 0 : PASS(g, P_NO_HANDLER);
+    nh = f[l3 + 6];
+    while (nh == 0 || nh == 43 || nh == 60) {
+        if (off + 8 > cap)
+            return 0;
+        nh = f[off];
+        off += (uint32_t)(f[off + 1] + 1) << 3;
+    }
+    if (nh == 44 || has_handler(nh))
+        return 0;
+    return PASS(g, off == l3 + 40 ? P_NO_HANDLER : P_EXT_HEADER);
+}
+
+/* The tunnel steps of parse_frame after the outer IP level (kind at l4):
+ * 1 with *l3, *l4, *et, *proto, *frag the inner level's; 0 when not
+ * handled or g is passed (g->pass) */
+static int tunnel_frame(const Engine *e, const uint8_t *f, uint32_t cap, int kind, Seg *g,
+                        uint32_t *l3, uint32_t *l4, uint32_t *et, uint32_t *proto,
+                        uint32_t *frag)
+{
+    if (!tunnel_level(e, f, cap, kind, *l3, *l4, *et == 0x86DD, *frag, g, l3, et))
+        return 0;
+    int v6 = *et == 0x86DD;
+    if (!ip_level(e, f, cap, *l3, v6, l4, proto, frag) || !has_handler(*proto))
+        return inner_pass(f, cap, *l3, v6, g);
+    if (tun_kind(e, f, *l4, *proto, v6))
+        return PASS(g, P_TUNNEL_NESTED);        /* encap_mark: one level only */
+    return 1;
+}
+
+/* A tunnelled frame (g->f, g->n bytes, IP version et at l3, behind tags
+ * VLAN tags): the outer IP level as ip_level takes it (not cut by a
+ * snaplen: the whole outer datagram), the tunnel steps, the inner TCP /
+ * UDP header.  RX_SEG (g filled as parse_frame fills it, g->t the outer
+ * level), RX_PASS (a tunnel case the reference passes), RX_NO (not
+ * handled here: the Python engine's). */
+static int rx_tunnel(const Engine *e, Seg *g, uint32_t l3, uint32_t et, uint32_t tags)
+{
+    const uint8_t *f = g->f;
+    uint32_t cap = g->n, l4, frag, proto;
+    if (cap != g->orig || cap < 20 + 8
+            || !ip_level(e, f, cap, l3, et == 0x86DD, &l4, &proto, &frag))
+        return RX_NO;
+    int kind = tun_kind(e, f, l4, proto, et == 0x86DD);
+    if (!kind)
+        return RX_NO;
+    g->t.l3 = l3;
+    g->pass = 0;
+    if (!tunnel_frame(e, f, cap, kind, g, &l3, &l4, &et, &proto, &frag))
+        return g->pass ? rx_pass(g, g->pass - 1) : RX_NO;
+    if (!l4_level(f, cap, l4, proto, g) || l4 + g->hl > HDRMAX)
+        return RX_NO;
+    g->l3 = l3;
+    g->l4 = l4;
+    g->tags = tags;
+    g->v6 = et == 0x86DD;
+    g->df = frag & 0x4000;
+    g->flush_l3 = 0;
+    g->ucsum = g->udp ? be16(f + l4 + 6) : 0;
+    return RX_SEG;
+}
+
 /* The frame step (dev_gro_receive down to the L4 handler's header pull),
  * frame f of cap bytes captured, orig on the wire: RX_SEG with g filled
  * (but for psum and seg_fields') when it is a segment for the GRO lists,
@@ -1651,9 +2197,16 @@ static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t
         return RX_NO;
     g->tags = tags;
     g->v6 = et == 0x86DD;
+    g->t.kind = T_NONE;
+    g->t.l3 = g->l3;
+    g->ocnt = 0;
     int r = g->v6 ? rx_ipv6(e, g, &proto) : rx_ipv4(e, g, &proto);
     if (r == RX_SEG)
         r = rx_l4(g, proto);
+    if (r == RX_SEG && g->udp && e->ntun && tun_kind(e, f, g->l4, 17, g->v6))
+        r = RX_TUN;             /* UDP to a VXLAN / Geneve port */
+    if (r == RX_TUN)
+        r = rx_tunnel(e, g, g->l3, et, tags);
     if (r != RX_SEG)
         return r;
     g->ext = g->v6 ? g->l4 - g->l3 - 40 : 0;
@@ -1691,6 +2244,16 @@ static int csum_skipped(Engine *e, const Seg *g, int count)
     return 1;
 }
 
+/* the outer checksum's verdict on tunnelled packet g (GRE, a tunnel's
+ * UDP: g->ocnt), counted once */
+static void count_outer(Engine *e, Seg *g)
+{
+    e->verified += g->ocnt == 1;
+    e->seed += g->ocnt == 2;
+    e->csum_bad += g->ocnt == 3;
+    g->ocnt = 0;
+}
+
 /* The payload sum of g when checksums are verified or needed for --csum
  * valid (RFC 1624: from the checksum field, or from the bytes when the
  * field holds the pseudo-header seed); the rules of pcapgro/gro/csum.py
@@ -1708,15 +2271,15 @@ static int seg_csum(Engine *e, Seg *g, int count)
         return RX_SEG;          /* cut: its aggregate's checksum is the seed */
     uint32_t l3 = g->l3, l4 = g->l4;
     uint32_t proto = g->udp ? 17 : 6, at = g->udp ? 6 : 16;
-    uint64_t pseudo = g->v6 ? sum16(f + l3 + 8, 32) + proto + (g->n - l4)
-                            : be16(f + l3 + 12) + be16(f + l3 + 14) + be16(f + l3 + 16)
-                              + be16(f + l3 + 18) + proto + (g->n - l4);
+    uint64_t pseudo = pseudo_sum(f, l3, g->v6, proto, g->n - l4);
     uint32_t th = sum16(f + l4, g->hl);
     uint32_t sd = (uint32_t)(pseudo % 0xFFFF);
     if (!sd)
         sd = 0xFFFF;
     if (e->verify) {
         uint32_t ps = sum16(f + g->pay, g->L);
+        if (count)
+            count_outer(e, g);      /* GRE, a tunnel's UDP: verified first */
         if ((pseudo + th + ps) % 0xFFFF == 0) {
             if (count)
                 e->verified++;
@@ -1733,7 +2296,9 @@ static int seg_csum(Engine *e, Seg *g, int count)
         g->psum = ps;
         return RX_SEG;
     }
-    if (g->udp || be16(f + l4 + at) == sd)     /* UDP: always from the bytes */
+    /* UDP and tunnelled flows: always from the bytes (complete.py
+     * _l4_checksum, encap.py complete_levels) */
+    if (g->udp || g->t.kind || be16(f + l4 + at) == sd)
         g->psum = sum16(f + g->pay, g->L);
     else
         g->psum = (uint32_t)((0xFFFF - (pseudo + th) % 0xFFFF) % 0xFFFF);
@@ -1766,8 +2331,9 @@ static void seg_fields(Seg *g)
         g->ack = be32(f + l4 + 8);
     }
     memset(g->key, 0, KEYMAX);
-    memcpy(g->key, f, l3);
-    uint8_t *k = g->key + l3;
+    memcpy(g->key, f, g->t.l3);                 /* the link header */
+    g->key[KEYMAX - 1] = (uint8_t)g->t.kind;    /* a tunnel: its key in g->t */
+    uint8_t *k = g->key + g->t.l3;
     if (g->v6) {
         uint32_t first = be32(f + l3);
         g->tosttl = (((first >> 20) & 0xFF) << 8) | f[l3 + 7];
@@ -1896,6 +2462,7 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
         e->last_ts = ts;
         e->in_poll += e->budget != 0 && !e->work;
         if (r == RX_PASS) {
+            count_outer(e, &g);
             pass_frame(e, g.pass, g.f, g.n, g.orig, ts, base + i);
         } else {
             seg_fields(&g);
@@ -1959,10 +2526,11 @@ static PyObject *Engine_stats(Engine *e, PyObject *unused)
         PyTuple_SET_ITEM(pa, k, PyLong_FromUnsignedLongLong(e->pass[k]));
     for (size_t k = 0; k < e->hist_n; k++)
         PyList_SET_ITEM(hi, (Py_ssize_t)k, PyLong_FromUnsignedLong(e->hist[k]));
-    PyObject *ka = Py_BuildValue("(KKKK)", e->kind_aggs[0], e->kind_aggs[1], e->kind_aggs[2],
-                                 e->kind_aggs[3]);
-    PyObject *ks = Py_BuildValue("(KKKK)", e->kind_segs[0], e->kind_segs[1], e->kind_segs[2],
-                                 e->kind_segs[3]);
+    PyObject *ka = PyTuple_New(K_N), *ks = PyTuple_New(K_N);
+    for (int k = 0; ka && ks && k < K_N; k++) {
+        PyTuple_SET_ITEM(ka, k, PyLong_FromUnsignedLongLong(e->kind_aggs[k]));
+        PyTuple_SET_ITEM(ks, k, PyLong_FromUnsignedLongLong(e->kind_segs[k]));
+    }
     if (!ka || !ks) {
         Py_XDECREF(ka);
         Py_XDECREF(ks);
@@ -1994,8 +2562,8 @@ fail:
  * fixedid, age, head_psum, tail_psum, rows: the restore record's s= rows of
  * the merged segments when annotated, else '', fraglist, the head's
  * checksum held the seed, the head's original length, a segment was cut
- * by a snaplen, captured payload bytes left out after it); the engine
- * then holds nothing */
+ * by a snaplen, captured payload bytes left out after it, the outer IPv4
+ * ID found fixed); the engine then holds nothing */
 static PyObject *Engine_release(Engine *e, PyObject *unused)
 {
     PyObject *lst = PyList_New(0);
@@ -2009,7 +2577,7 @@ static PyObject *Engine_release(Engine *e, PyObject *unused)
                 goto fail;
             memcpy(PyBytes_AS_STRING(head), a->hdr, a->hlen);
             memcpy(PyBytes_AS_STRING(head) + a->hlen, a->pay, a->head_cl);
-            PyObject *t = Py_BuildValue("ikNLLy#kkkkiiLkks#iikiK", b, (unsigned long)a->hash,
+            PyObject *t = Py_BuildValue("ikNLLy#kkkkiiLkks#iikiKi", b, (unsigned long)a->hash,
                                         head, (long long)a->head_ts, (long long)a->head_idx,
                                         (const char *)a->pay + a->head_cl,
                                         (Py_ssize_t)(a->paylen - a->head_cl),
@@ -2020,7 +2588,7 @@ static PyObject *Engine_release(Engine *e, PyObject *unused)
                                         a->rows.p ? a->rows.p : "", (Py_ssize_t)a->rows.n,
                                         a->flist, a->partial,
                                         (unsigned long)(a->hlen + a->head_L), a->cut,
-                                        (unsigned long long)a->left);
+                                        (unsigned long long)a->left, a->outer_fixedid);
             if (!t || PyList_Append(lst, t) < 0) {
                 Py_XDECREF(t);
                 goto fail;
@@ -2177,7 +2745,7 @@ static PyMethodDef Engine_methods[] = {
     {"output", (PyCFunction)Engine_output, METH_VARARGS,
      "output(swap, unit, off, iface): the layout of the records written from now on"},
     {"stats", (PyCFunction)Engine_stats, METH_NOARGS,
-     "stats() -> (flush, passed, verified, seed, singles, aggregates, segments, hist, "
+     "stats() -> (flush, passed, verified, seed, bad, singles, aggregates, segments, hist, "
      "aggregates by kind, segments by kind); resets"},
     {"timing_stats", (PyCFunction)Engine_timing_stats, METH_NOARGS,
      "timing_stats() -> (poll ends by gap bucket, budget ends, moved x2, moved x0.5); "
@@ -2202,7 +2770,8 @@ static PyTypeObject EngineType = {
     .tp_name = "pcapgro._native.Engine",
     .tp_basicsize = sizeof(Engine),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "The compiled Ethernet/IPv4/TCP GRO fast path (see the module source).",
+    .tp_doc = "The compiled GRO core: TCP/UDP over IPv4/IPv6, one tunnel level (see the "
+              "module source).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Engine_init,
     .tp_dealloc = (destructor)Engine_dealloc,
@@ -2483,7 +3052,7 @@ static PyMethodDef module_methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "pcapgro._native",
-    "The compiled Ethernet/IPv4/TCP GRO fast path for classic pcap chunks.", -1,
+    "The compiled GRO core (TCP/UDP, IPv4/IPv6, one tunnel level) for capture chunks.", -1,
     module_methods
 };
 
@@ -2523,7 +3092,8 @@ PyMODINIT_FUNC PyInit__native(void)
         return NULL;
     }
     if (add_names(m, "FLUSH_NAMES", FLUSH_NAMES, F_N) < 0
-            || add_names(m, "PASS_NAMES", PASS_NAMES, P_N) < 0) {
+            || add_names(m, "PASS_NAMES", PASS_NAMES, P_N) < 0
+            || add_names(m, "KIND_NAMES", KIND_NAMES, K_N) < 0) {
         Py_DECREF(m);
         return NULL;
     }

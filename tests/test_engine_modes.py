@@ -33,6 +33,8 @@ MODES = {
     "flush-timeout": dict(gro_flush_timeout=200_000),
     "big-tcp": dict(gro_max_size=200_000),
     "no-vlan-gro": dict(vlan_gro=False),
+    # UDP tunnel sockets (issue 23): plain traffic is unchanged by them
+    "tunnel-ports": dict(vxlan_ports=frozenset({4789}), geneve_ports=frozenset({6081})),
 }
 
 

@@ -365,6 +365,11 @@ def test_not_used_for_configurations_it_does_not_model():
     assert cfast.usable(GROConfig(annotate=False, napi_budget=64, gro_flush_timeout=1000))
     assert not cfast.usable(GROConfig(annotate=False, compiled=False))
     assert cfast.usable(GROConfig(annotate=False))
+    # issue 23: UDP tunnel sockets (VXLAN, Geneve) are modelled
+    assert cfast.usable(GROConfig(annotate=False, vxlan_ports=frozenset({4789}),
+                                  geneve_ports=frozenset({6081})))
+    # with the work poll model too (issue 21)
+    assert cfast.usable(GROConfig(annotate=False, poll_model="work", vxlan_ports=frozenset({4789})))
 
 
 def test_sum16_matches_reference():

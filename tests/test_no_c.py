@@ -31,7 +31,7 @@ MODES = {
 }
 
 # modes the compiled core does not model yet (cfast.usable refuses them)
-NOT_COMPILED = {"vxlan"}
+NOT_COMPILED = set()
 
 
 def _merge(src, out, opts):

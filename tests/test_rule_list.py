@@ -239,9 +239,9 @@ def compiled(pkts, engine=None, **cfg):
 
 
 # the rules whose packets the compiled core still hands over to the
-# reference path (tunnels: issue 16 / 23); every other rule's case must
-# run in the compiled core alone
-HANDED_OVER = ("tunnel.", "vxlan.", "geneve.", "gre.")
+# reference path (a tunnelled packet cut by a snaplen); every other rule's
+# case must run in the compiled core alone
+HANDED_OVER = ("vxlan.truncated",)
 
 
 def _in_c(rule):

@@ -1,7 +1,8 @@
 """The compiled fast path: classic pcap chunks and pcapng runs of EPBs of
-IPv4/IPv6 TCP and UDP behind Ethernet (VLAN-tagged or not), Linux cooked
-(SLL, SLL2), raw IP or BSD loopback link headers, standard or fraglist
-GRO, in C.
+IPv4/IPv6 TCP and UDP -- directly or inside one tunnel level (IPIP, SIT,
+IP4IP6, IP6IP6, GRE, VXLAN, Geneve) -- behind Ethernet (VLAN-tagged or
+not), Linux cooked (SLL, SLL2), raw IP or BSD loopback link headers,
+standard or fraglist GRO, in C.
 
 :mod:`pcapgro._native` (``pcapgro/_native.c``, built by ``setup.py`` when a
 C compiler is there; optional) runs GRO over the records of an input chunk
@@ -17,8 +18,9 @@ reference and is in charge: it gives a chunk to the compiled loop only when
 it holds nothing itself; the loop passes up what GRO passes unchanged (ARP,
 ICMP, fragments, bad checksums..., under the reference's Pass reasons) and
 stops at the first record it does not handle (see ``_native.c`` for which:
-a tunnel, an EPB with options into pcapng output...), and the aggregates it holds then are
-handed over as :class:`pcapgro.gro.seg.Agg` objects
+a tunnelled packet cut by a snaplen, an EPB with options into pcapng
+output...), and the aggregates it holds then are handed over as
+:class:`pcapgro.gro.seg.Agg` objects
 (:meth:`CEngine.release`, ``GROEngine.adopt``), so the Python engine
 continues exactly where it stopped; at a poll start after an arrival gap
 where the Python engine then holds nothing (:func:`poll_start`) the loop
@@ -38,11 +40,14 @@ pcap output, which holds none) and the output
 pcapng (EPBs on the packet's own interface in its own units) or classic
 pcap as the writer lays it out (``GROEngine.raw_layout``, no annotations):
 see :func:`layout`; and the configuration is one the loop models: standard
-or fraglist GRO (fraglist: local sockets too), the gap or the work poll
-model (the work model's PollClock state, ``GROEngine._clock``, goes to the
-loop and back with each run, so either path goes on with the same clock),
-with or without a NAPI budget and gro_flush_timeout.  An aggregate handed over
-carries the restore rows of what the loop merged (``Agg.rows0``).  The poll
+or fraglist GRO (fraglist: local sockets too), UDP tunnel sockets
+(``--vxlan-port``, ``--geneve-port``), the gap or the work poll model (the
+work model's PollClock state, ``GROEngine._clock``, goes to the loop and
+back with each run, so either path goes on with the same clock), with or
+without a NAPI budget and gro_flush_timeout.  An aggregate handed over
+carries the restore rows of what the loop merged (``Agg.rows0``); a
+tunnelled one's head is parsed again through the tunnel callback
+(:func:`_head_seg`).  The poll
 count (``GROEngine.in_poll``) goes to the loop and back with each run.
 ``PCAPGRO_NO_C=1`` in the environment turns it off.
 """
@@ -53,7 +58,6 @@ from ..capture import _stream
 from ..record import Packet, RawBlocks, RawRecords
 from .flush import Flush, Pass
 from .offload import inet_offload
-from .stats import KINDS          # the C loop's kind order
 
 try:  # the extension is optional (no C compiler at install time)
     from .. import _native
@@ -72,6 +76,8 @@ LINKTYPES = frozenset((1, 113, 276, 101, 12, 14, 228, 229, 0, 108))
 # (a name that is not a Flush/Pass value raises ValueError at import)
 FLUSH_CODES = tuple(Flush(v) for v in _native.FLUSH_NAMES) if _native else ()
 PASS_CODES = tuple(Pass(v) for v in _native.PASS_NAMES) if _native else ()
+# the aggregate kinds of its statistics (GROStats.by_kind keys), in its order
+KINDS = _native.KIND_NAMES if _native else ()
 
 # the compiled loop takes over again from the Python engine only where at
 # least this many records in a row are ones it handles: a hand-over costs
@@ -90,11 +96,9 @@ def usable(cfg):
     """True when :class:`pcapgro.gro.GROConfig` ``cfg`` is one the compiled
     loop models (see the module doc): with this and :func:`layout` (which
     chunks, written how), the one place that decides which path runs.  It
-    models no UDP tunnel socket (with one, UDP datagrams take the
-    reference path: pcapgro.gro.udp_tunnel); both poll models, the work
-    model's costs (pcapgro.gro.napi) each under ``WORK_COST_END`` ns."""
+    models both poll models, the work model's costs (pcapgro.gro.napi)
+    each under ``WORK_COST_END`` ns, and UDP tunnel sockets."""
     return (available() and cfg.compiled
-            and not (cfg.vxlan_ports or cfg.geneve_ports)
             and (cfg.poll_model == "gap" or cfg.poll_model == "work" and all(
                 0 <= c < WORK_COST_END for c in _work_costs(cfg)))
             and cfg.hash in ("flow", "none") and cfg.csum in ("valid", "kernel")
@@ -217,7 +221,10 @@ class CEngine:
                               gro_flush_timeout=min(cfg.gro_flush_timeout, 1 << 62),
                               napi_budget=cfg.napi_budget, budget_old_only=cfg.hz >= 1000,
                               local_ports=_port_set(cfg.local_ports),
-                              inet_handlers=_inet_handlers(), **ng, **_work_args(cfg))
+                              inet_handlers=_inet_handlers(),
+                              vxlan_ports=_port_set(cfg.vxlan_ports),
+                              geneve_ports=_port_set(cfg.geneve_ports),
+                              **ng, **_work_args(cfg))
 
     @property
     def held(self):
@@ -341,9 +348,10 @@ class CEngine:
         valid = self.cfg.csum == "valid"     # sums are only used for that
         for (b, h, head, head_ts, head_idx, tail, count, mss, seq_next, size, fin_psh,
              fixedid, age, head_psum, tail_psum, rows, flist, partial, head_orig, cut,
-             left) in self.c.release():
+             left, outer_fixedid) in self.c.release():
             pkt = Packet(head_ts, head, head_orig, self.iface, self.linktype, None)
-            agg = eng.adopt(eng._parse(pkt), h, age, bool(flist))
+            agg = eng.adopt(_head_seg(eng, pkt), h, age, bool(flist))
+            agg.outer_fixedid = bool(outer_fixedid)
             agg.head.partial = bool(partial)     # csum.verify's verdict
             agg.idxs = [head_idx]
             agg.psums = [head_psum if valid else None]
@@ -395,6 +403,23 @@ def _clock_fits(clock):
             and (clock.free is None or -(1 << 61) <= clock.free < (1 << 62)))
 
 
+def _head_seg(eng, pkt):
+    """The Seg GROEngine ``eng`` holds for the head ``pkt`` of an aggregate
+    the loop hands over: parsed, and through the tunnel callback for a
+    tunnelled flow (the inner flow's Seg) as ``GROEngine._general`` does,
+    without counting that callback's checksum verdict a second time."""
+    seg = eng._parse(pkt)
+    tunnel = inet_offload(seg.proto).tunnel
+    if tunnel is None:
+        return seg
+    csum = eng.stats.csum
+    before = dict(csum)
+    seg = tunnel(eng, seg)
+    csum.clear()
+    csum.update(before)
+    return seg
+
+
 def _epb_args(lb):
     """The run() / scan() arguments after the link type for chunk ``lb``:
     none for classic pcap records, (iface, offset ns) for EPBs."""
@@ -404,7 +429,7 @@ def _epb_args(lb):
 def _inet_handlers():
     """The loop's table of IP protocols (256 bytes): 0 without a GRO handler
     in the offload table (passed: no_handler), 1 TCP / UDP, 2 another
-    handler's (a tunnel's: the reference path takes it)."""
+    handler's (a tunnel's: the loop's tunnel steps, rx_tunnel)."""
     table = bytearray(256)
     for p in range(256):
         off = inet_offload(p)
