@@ -208,6 +208,31 @@ static int ng_position(sbuf *opts, sbuf *txt, long long idx, long long ts, int s
     return ng_end(opts);
 }
 
+/* annotate.aggregate's comment ("pcapgro: GRO aggregate (proto) of count
+ * segments, gso_size mss, ended by ended") as the first option of opts
+ * (opts and txt cleared first); -1 when out of memory */
+static int ng_agg_comment(sbuf *opts, sbuf *txt, uint32_t count, uint32_t mss,
+                          const char *proto, const char *ended, int swap)
+{
+    opts->n = txt->n = 0;
+    if (sb_str(txt, "pcapgro: GRO aggregate (") < 0 || sb_str(txt, proto) < 0
+            || sb_str(txt, ") of ") < 0 || sb_ll(txt, count, 0) < 0
+            || sb_str(txt, " segments, gso_size ") < 0 || sb_ll(txt, mss, 0) < 0
+            || sb_str(txt, ", ended by ") < 0 || sb_str(txt, ended) < 0)
+        return -1;
+    return ng_option(opts, OPT_COMMENT, txt->p, txt->n, swap);
+}
+
+/* epb_flags with the TSO bit, then the end of options */
+static int ng_tso_end(sbuf *opts, int swap)
+{
+    uint8_t fl[4];
+    ng_put32(fl, EPB_FLAG_TSO, swap);
+    if (ng_option(opts, OPT_FLAGS, fl, 4, swap) < 0)
+        return -1;
+    return ng_end(opts);
+}
+
 /* The options of an aggregate of standard GRO (proto "TCP" or "UDP") from a classic pcap
  * input (no metadata of its own): annotate.aggregate's comment (ending
  * ", ended by" the flush reason ended), the
@@ -221,12 +246,7 @@ static int ng_aggregate(sbuf *opts, sbuf *txt, uint32_t count, uint32_t mss, lon
                         const uint8_t *hdr, Py_ssize_t hn, const sbuf *rows,
                         const char *proto, const char *ended, int swap)
 {
-    opts->n = txt->n = 0;
-    if (sb_str(txt, "pcapgro: GRO aggregate (") < 0 || sb_str(txt, proto) < 0
-            || sb_str(txt, ") of ") < 0 || sb_ll(txt, count, 0) < 0
-            || sb_str(txt, " segments, gso_size ") < 0 || sb_ll(txt, mss, 0) < 0
-            || sb_str(txt, ", ended by ") < 0 || sb_str(txt, ended) < 0
-            || ng_option(opts, OPT_COMMENT, txt->p, txt->n, swap) < 0)
+    if (ng_agg_comment(opts, txt, count, mss, proto, ended, swap) < 0)
         return -1;
     txt->n = 0;
     if (sb_str(txt, TAG_RESTORE "i=") < 0 || sb_ll(txt, i0, ' ') < 0 || sb_str(txt, "t=") < 0
@@ -240,11 +260,7 @@ static int ng_aggregate(sbuf *opts, sbuf *txt, uint32_t count, uint32_t mss, lon
         kx[3 + i] = HEXD[(k >> (28 - 4 * i)) & 15];
     if (sb_mem(txt, kx, 11) < 0 || ng_option(opts, OPT_COMMENT, txt->p, txt->n, swap) < 0)
         return -1;
-    uint8_t fl[4];
-    ng_put32(fl, EPB_FLAG_TSO, swap);
-    if (ng_option(opts, OPT_FLAGS, fl, 4, swap) < 0)
-        return -1;
-    return ng_end(opts);
+    return ng_tso_end(opts, swap);
 }
 
 #endif

@@ -624,18 +624,9 @@ static uint32_t complete_headers(Engine *e, const Agg *a, uint8_t *d);
 static int ng_aggregate_cut(sbuf *opts, sbuf *txt, uint32_t count, uint32_t mss,
                             const char *proto, const char *ended, int swap)
 {
-    opts->n = txt->n = 0;
-    if (sb_str(txt, "pcapgro: GRO aggregate (") < 0 || sb_str(txt, proto) < 0
-            || sb_str(txt, ") of ") < 0 || sb_ll(txt, count, 0) < 0
-            || sb_str(txt, " segments, gso_size ") < 0 || sb_ll(txt, mss, 0) < 0
-            || sb_str(txt, ", ended by ") < 0 || sb_str(txt, ended) < 0
-            || ng_option(opts, OPT_COMMENT, txt->p, txt->n, swap) < 0)
+    if (ng_agg_comment(opts, txt, count, mss, proto, ended, swap) < 0)
         return -1;
-    uint8_t fl[4];
-    ng_put32(fl, EPB_FLAG_TSO, swap);
-    if (ng_option(opts, OPT_FLAGS, fl, 4, swap) < 0)
-        return -1;
-    return ng_end(opts);
+    return ng_tso_end(opts, swap);
 }
 
 /* the aggregate kind of a (KIND_NAMES, KIND_NOTES) */
