@@ -73,14 +73,20 @@ SPECIALS = [
 ]
 
 
+def _flows():
+    """Three IPv4 bulk TCP flows and one IPv6 (as [Flow, next seq]) and a
+    UDP flow: the traffic of :func:`mixed` and :func:`_cut_traffic`."""
+    flows = [[Flow(4, sport=1000 + i, ipid="inc"), 0] for i in range(3)]
+    flows.append([Flow(6, sport=2000), 0])
+    return flows, Flow(4, sport=96, ipid="inc")
+
+
 def mixed(seed, n=600, p=0.12):
     """Bulk TCP flows (IPv4 and IPv6) and a UDP flow, 10 us apart with now
     and then a poll gap, a share ``p`` of the packets one of SPECIALS
     (built on a flow whose aggregate is likely held)."""
     rnd = random.Random(seed)
-    flows = [[Flow(4, sport=1000 + i, ipid="inc"), 0] for i in range(3)]
-    flows.append([Flow(6, sport=2000), 0])
-    udp = Flow(4, sport=96, ipid="inc")
+    flows, udp = _flows()
     out = []
     ts = T0
     for k in range(n):
@@ -254,9 +260,7 @@ def _cut_traffic(seed, snap, n=500):
     """Bulk TCP (IPv4, IPv6) and UDP flows, some packets cut to ``snap``
     bytes (all when ``snap`` is an int; else a share of them at 60..200)."""
     rnd = random.Random(seed)
-    flows = [[Flow(4, sport=1000 + i, ipid="inc"), 0] for i in range(3)]
-    flows.append([Flow(6, sport=2000), 0])
-    udp = Flow(4, sport=96, ipid="inc")
+    flows, udp = _flows()
     out = []
     ts = T0
     for k in range(n):
