@@ -107,6 +107,8 @@ def from_veth(rx, tun, mode, lip):
 
 
 def open_tun(name):
+    """A new TUN device ``name`` (IPv4 packets behind a virtio-net header),
+    non-blocking: its file descriptor."""
     fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK)
     fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH", name.encode(), IFF_TUN | IFF_NO_PI | IFF_VNET_HDR))
     return fd
@@ -115,7 +117,7 @@ def open_tun(name):
 def to_tun(tun, inner, vh):
     """Write one inner packet into the TUN; ``vh``: the virtio-net header
     the packet socket gave the outer frame (a GRO aggregate has gso_size)."""
-    flags, gso_type, _hl, gso_size, _cs, _co = VNET.unpack(vh)
+    _flags, gso_type, _hl, gso_size, _cs, _co = VNET.unpack(vh)
     if gso_type:
         ihl = (inner[0] & 15) * 4
         thl = (inner[ihl + 12] >> 4) * 4
@@ -175,6 +177,7 @@ def main(argv):
                 ident += 1
             del batch[:MAX_BATCH]
             next_ok = time.monotonic() + pause
+
 
 if __name__ == "__main__":
     try:
