@@ -45,7 +45,9 @@ What is compared (see :func:`verify`):
 * One reordering is expected, as GRO makes it: a packet GRO rejects before
   flow matching (in IN: bad IPv4 header or TCP/UDP checksum, IPv4 options,
   a header cut short (malformed); UDP also checksum 0 or a UDP length that
-  is not the bytes present (padding, trailer)) is passed at once, ahead of
+  is not the bytes present (padding, trailer); inside GRE with a checksum,
+  a packet whose checksum word differs from the one before it in its
+  stream, which gre_gro_receive makes another flow) is passed at once, ahead of
   the aggregate its flow holds.  Its data may arrive in OUT before data
   that came before it in IN, provided that data is all carried by the OUT
   packets right after it in its stream that were handed up together (one
@@ -185,7 +187,8 @@ def verify(in_path, out_path, csum="valid", progress=None, vxlan_ports=(), genev
     n = v.ahead["tcp"] + v.ahead["udp"]
     if n:
         v.notes.append(f"{n} packet{'s' if n != 1 else ''} GRO rejects before matching "
-                       "(bad checksum, IPv4 options, header cut short) arrived ahead of "
+                       "(bad checksum, IPv4 options, header cut short; in GRE with a "
+                       "checksum, another checksum word) arrived ahead of "
                        "the held aggregate of their flow, as Linux passes them: expected, "
                        "not a difference")
     v.seconds = time.perf_counter() - t0

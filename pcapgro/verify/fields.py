@@ -71,7 +71,7 @@ FIELDS = [
     "tcp.checksum.status",
     "udp.srcport", "udp.dstport", "udp.length", "udp.checksum.status",
     "_ws.malformed", "_ws.expert.severity", "_ws.expert.group", "_ws.expert.message",
-    "ip.hdr_len", "udp.checksum", "eth.padding", "eth.trailer",
+    "ip.hdr_len", "udp.checksum", "eth.padding", "eth.trailer", "gre.checksum",
     # last: asked for only when verify cannot locate the payload in the
     # frame itself (see :mod:`.side`): as hex they are ~2/3 of tshark's
     # output and ~40 % of its time
@@ -80,7 +80,7 @@ FIELDS = [
 (F_NUM, F_TS, F_LEN, F_CAPLEN, F_PROTOS, F_MD5, F_CB, F_VLAN, F_IPSRC, F_IPDST, F_V6SRC,
  F_V6DST, F_MF, F_FRAGOFF, F_V6FRAG, F_IPCS, F_TSPORT, F_TDPORT, F_SEQ, F_ACK, F_TLEN,
  F_TFLAGS, F_TCS, F_USPORT, F_UDPORT, F_ULEN, F_UCS, F_MAL, F_SEV, F_GRP,
- F_MSG, F_IPHL, F_UCSUM, F_PAD, F_TRAILER, F_TPAY, F_UPAY) = range(len(FIELDS))
+ F_MSG, F_IPHL, F_UCSUM, F_PAD, F_TRAILER, F_GRECS, F_TPAY, F_UPAY) = range(len(FIELDS))
 _NFIELDS = len(FIELDS)
 _NLOCATED = _NFIELDS - 2     # fields without the payloads
 

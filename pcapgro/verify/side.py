@@ -13,7 +13,7 @@ from .fields import (SEP, AGG, _NFIELDS, _NLOCATED, F_NUM, F_TS, F_LEN, F_CAPLEN
                      F_V6FRAG,
                      F_IPCS, F_TSPORT, F_TDPORT, F_SEQ, F_ACK, F_TLEN, F_TFLAGS, F_TCS, F_TPAY,
                      F_USPORT, F_UDPORT, F_ULEN, F_UCS, F_UPAY, F_MAL, F_SEV, F_GRP, F_IPHL,
-                     F_UCSUM, F_PAD, F_TRAILER, _SEV_ERROR, _GRP_CHECKSUM, _BAD, _TRUE, _FALSE,
+                     F_UCSUM, F_PAD, F_TRAILER, F_GRECS, _SEV_ERROR, _GRP_CHECKSUM, _BAD, _TRUE, _FALSE,
                      CAT_IPCS, CAT_L4CS, CAT_MAL, CAT_EXPERT, MAX_PROBLEMS,
                      _last, _int, _unhex, _parse_ts, _key)
 from .fields import DECODE_AS
@@ -28,6 +28,20 @@ def _udp_inside(protos):
     the frame is then compared as an other packet."""
     tun = max(protos.rfind(":vxlan"), protos.rfind(":geneve"))
     return tun < 0 or protos.rfind(":udp") > tun
+
+
+def _gre_other_flow(st, cs):
+    """Whether a packet of stream ``st`` inside GRE with a checksum (``cs``:
+    tshark's gre.checksum) is another GRO flow than the packet before it:
+    gre_gro_receive (net/ipv4/gre_offload.c) compares the word after the
+    GRE base header, the checksum when the C bit is set (the key only
+    without it), and over valid inner packets the checksum follows the
+    inner length, so a shorter segment is a flow of its own, may be handed
+    up ahead of the aggregate before it (a PSH ends it at once) and is
+    treated as a packet GRO rejects before matching.  Remembers ``cs``."""
+    other = st.npkts > 0 and cs != st.gre_cs
+    st.gre_cs = cs
+    return other
 
 
 class Side:
@@ -180,6 +194,8 @@ class Side:
             st = self._new_flow("tcp", key, gen)
             self.tcp_cur[key] = st
             self.tcp[(key, gen)] = st
+        if f[F_GRECS] and _gre_other_flow(st, f[F_GRECS]):
+            rej = True
         st.npkts += 1
         a = st.abs_seq(raw)
         if flags & 0x07:
@@ -222,6 +238,8 @@ class Side:
         st = self.udp.get(key)
         if st is None:
             st = self.udp[key] = self._new_flow("udp", key, 0)
+        if f[F_GRECS] and _gre_other_flow(st, f[F_GRECS]):
+            rej = True
         st.npkts += 1
         a = st.udp_end
         st.udp_end += declared

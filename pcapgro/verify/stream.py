@@ -23,7 +23,7 @@ class Flow:
 
     __slots__ = ("key", "gen", "last", "syn_seq", "npkts", "udp_end", "events", "acks",
                  "pending", "pending_bytes", "first_start", "pair", "n_acks", "last_ack_frame",
-                 "dropped")
+                 "dropped", "gre_cs")
 
     def __init__(self, key, gen):
         self.key, self.gen = key, gen
@@ -40,6 +40,7 @@ class Flow:
         self.first_start = None
         self.pair = None
         self.dropped = False        # the stream is settled as different: keep nothing
+        self.gre_cs = ""            # the GRE checksum word of its last packet (tshark's text)
 
     def abs_seq(self, raw):
         """Absolute (unwrapped) sequence number of 32-bit ``raw``."""
