@@ -17,7 +17,8 @@ only (IPv6 is disabled in both namespaces: no ND/MLD frames).
 The traffic generators are this file itself, run in a namespace with
 ``--role``: ``udp-send`` (one 1400-byte datagram per ``sendto``, paced by a
 busy wait, no socket listening on the receiver: UDP forwarding GRO),
-``tcp-send`` (a TCP client writing SIZE bytes every INTERVAL µs),
+``udp-gso`` (UDP_SEGMENT sends: SIZE bytes cut into SEG-byte datagrams by
+the sender's stack, every INTERVAL µs), ``tcp-send`` (a TCP client writing SIZE bytes every INTERVAL µs),
 ``tcp-sink`` (a TCP server reading everything), ``rr-server`` /
 ``rr-client`` (request/response: a 64-byte request from the receiver side,
 a RESP-byte reply from the sender side).  Bulk TCP uses iperf3.
@@ -41,8 +42,12 @@ CASES = {
     "udp-100us": ("fwd", ["udp-send", "1400", "100", "2000"], None),
     "udp-1ms": ("fwd", ["udp-send", "1400", "1000", "600"], None),
     "udp-fraglist-30us": ("flist", ["udp-send", "1400", "30", "2000"], None),
-    "tcp-bulk-1": ("off", ["iperf3", "-c", "10.89.0.2", "-n", "3M", "-P", "1"], "iperf3"),
-    "tcp-bulk-8": ("off", ["iperf3", "-c", "10.89.0.2", "-n", "3M", "-P", "8"], "iperf3"),
+    # UDP GSO (UDP_SEGMENT 1200): one 12,000-byte sendmsg cut into 10
+    # datagrams by the sender's stack, one send every INTERVAL µs
+    "udp-gso-1ms": ("fwd", ["udp-gso", "12000", "1200", "1000", "300"], None),
+    "udp-gso-200us": ("fwd", ["udp-gso", "12000", "1200", "200", "300"], None),
+    "tcp-bulk-1": ("off", ["iperf3", "-c", "10.89.0.2", "-n", "700K", "-P", "1"], "iperf3"),
+    "tcp-bulk-8": ("off", ["iperf3", "-c", "10.89.0.2", "-n", "700K", "-P", "8"], "iperf3"),
     "tcp-bulk-32": ("off", ["iperf3", "-c", "10.89.0.2", "-n", "4M", "-P", "32"], "iperf3"),
     "tcp-app-200B-100us": ("off", ["tcp-send", "200", "100", "3000"], "tcp-sink"),
     "tcp-app-1000B-1ms": ("off", ["tcp-send", "1000", "1000", "1000"], "tcp-sink"),
@@ -158,6 +163,16 @@ def _udp_send(size, gap_us, n):
         _spin_until(t)
 
 
+def _udp_gso(size, seg, gap_us, n):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_UDP, 103, int(seg))         # UDP_SEGMENT
+    t = time.perf_counter_ns()
+    for k in range(int(n)):
+        s.sendto(k.to_bytes(4, "big") * (int(size) // 4), (DST, 9999))
+        t += int(gap_us) * 1000
+        _spin_until(t)
+
+
 def _tcp_send(size, gap_us, n):
     time.sleep(0.3)
     s = socket.create_connection((DST, PORT))
@@ -218,7 +233,7 @@ def _rr_client(rounds=200):
         s.settimeout(None)
 
 
-ROLES = {"udp-send": _udp_send, "tcp-send": _tcp_send, "tcp-sink": _tcp_sink,
+ROLES = {"udp-send": _udp_send, "udp-gso": _udp_gso, "tcp-send": _tcp_send, "tcp-sink": _tcp_sink,
          "rr-server": _rr_server, "rr-client": _rr_client}
 
 

@@ -3,8 +3,9 @@ receiver's own capture.
 
 * The six shared kernel pairs: the fit reproduces each exactly, and the
   ``pcapgro merge`` command line it prints gives the receiver's capture.
-* The NAPI-timing pairs (tests/captures/napi): fitted on the first half,
-  the options agree with the second half at least as well as the defaults.
+* Every kept pair (the shared ones and tests/captures/napi): fitted on the
+  first half, the options agree with the second half at least as well as
+  the defaults.
 * A received capture GRO cannot have made is reported (first offending
   packet, exit 1) and not fitted; unusable input is one line, exit 2.
 """
@@ -24,8 +25,7 @@ from pcapgro.record import Packet
 
 NAPI = REPO / "tests" / "captures" / "napi"
 SHARED = ["tcp4-4flows", "tcp4-bulk", "tcp6-bulk", "udp4-fraglist", "udp4-fwd", "udp6-fwd"]
-NAPI_PAIRS = ["udp-10us", "udp-100us", "udp-1ms", "udp-fraglist-30us", "tcp-app-200B-100us",
-              "tcp-bulk-32"]
+NAPI_PAIRS = sorted(p.name[:-10] for p in NAPI.glob("*-wire.pcap"))
 
 
 def pair(d, name):
@@ -74,11 +74,15 @@ def _score(a):
     return abs(a.packets_ours - a.packets_kernel), len(a.extra) + len(a.missing)
 
 
-@pytest.mark.parametrize("name", NAPI_PAIRS)
-def test_napi_fit_on_one_half_holds_on_the_other(name):
+@pytest.mark.parametrize("where,name", [(KERNEL, n) for n in SHARED]
+                         + [(NAPI, n) for n in NAPI_PAIRS], ids=lambda x: getattr(x, "name", x))
+def test_napi_fit_on_one_half_holds_on_the_other(where, name):
+    """Every kept pair (the six shared ones too): fitted on the first half
+    of its packets, the options agree with the second half at least as
+    well as the defaults."""
     opts = napi_options(name)
-    (w1, r1), (w2, r2) = halves(read_packets(pair(NAPI, name)[0]),
-                                read_packets(pair(NAPI, name)[1]))
+    (w1, r1), (w2, r2) = halves(read_packets(pair(where, name)[0]),
+                                read_packets(pair(where, name)[1]))
     c = calibrate(w1, r1, max_merges=30, **opts)
     assert c.explainable
     assert _score(c.agreement) <= _score(c.default)

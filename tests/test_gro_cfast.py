@@ -1391,16 +1391,20 @@ def test_work_model_kernel_captures_in_the_compiled_loop(wire, fmt, monkeypatch)
     pys = []
     orig = E._chunk_py
     monkeypatch.setattr(E, "_chunk_py", lambda self, lb: (pys.append(len(lb)), orig(self, lb)))
-    opts = dict(poll_model="work", csum="kernel", udp="gro",
-                fraglist="fraglist" in wire.name)
-    outs = []
-    for no_c in ("", "1"):
-        monkeypatch.setenv("PCAPGRO_NO_C", no_c)
-        b = io.BytesIO()
-        rep = merge(str(wire), b, out_format=fmt, **opts)
-        outs.append((b.getvalue(), dict(rep)))
-        if not no_c:
-            assert not pys
-    assert outs[0] == outs[1]
+    # the default costs, then short ones (the work model's first
+    # defaults, 2 / 2 / 10 / 1 µs), with which every pair has poll ends
+    # while packets are held (the fitted defaults find none on some)
+    opts = dict(poll_model="work", csum="kernel", udp="gro", fraglist="fraglist" in wire.name)
+    for costs in ({}, dict(poll_wake=2000, poll_rx_cost=2000, deliver_seg_cost=1000)):
+        outs = []
+        for no_c in ("", "1"):
+            monkeypatch.setenv("PCAPGRO_NO_C", no_c)
+            pys.clear()
+            b = io.BytesIO()
+            rep = merge(str(wire), b, out_format=fmt, **opts, **costs)
+            outs.append((b.getvalue(), dict(rep)))
+            if not no_c:
+                assert not pys
+        assert outs[0] == outs[1]
     # issue 21.2: the timing-made ends are counted (the same in both paths)
     assert outs[0][1]["gro"]["poll_ends"]["poll_end"] > 0

@@ -46,12 +46,13 @@ def test_state_carries_across_batches():
 
 
 def test_segments_apart_longer_than_a_poll_are_not_merged():
-    """Three TCP segments 1 µs apart merge in both models; 30 µs apart
+    """Three TCP segments 1 µs apart merge in both models; 100 µs apart
+    (longer than a poll of one packet at the default costs, 28 + 5 µs)
     only the gap model merges them."""
     segs = _segs(3)
     assert len(merge_packets(segs, poll_model="work")[0]) == 1
     for k, p in enumerate(segs):
-        p.ts = 30 * US * k
+        p.ts = 100 * US * k
     assert len(merge_packets(segs)[0]) == 1
     out, st = merge_packets(segs, poll_model="work")
     assert len(out) == 3
@@ -83,16 +84,18 @@ def test_gap_buckets():
 
 
 def test_poll_ends_counted_with_their_gap():
-    # three segments 30 µs apart: the work model ends two polls, each
-    # after a gap of 16-32 µs; doubling or halving its costs still ends
+    # three segments 100 µs apart: the work model ends two polls, each
+    # after a gap of 64-128 µs; doubling or halving its costs still ends
     # them there
     segs = _segs(3)
     for k, p in enumerate(segs):
-        p.ts = 30 * US * k
+        p.ts = 100 * US * k
     _, st = merge_packets(segs, poll_model="work")
     pe = st.to_dict()["poll_ends"]
-    assert pe == {"poll_end": 2, "budget": 0, "gaps_us": {"16-32": 2},
+    assert pe == {"poll_end": 2, "budget": 0, "gaps_us": {"64-128": 2},
                   "would_move": {"x2": 0, "x0.5": 0}}
+    for k, p in enumerate(segs):
+        p.ts = 30 * US * k
     # the gap model at 40 µs: no poll end, but at 20 µs both gaps would
     # end one (while a segment is held)
     out, st = merge_packets(segs, poll_gap=40 * US)
@@ -114,7 +117,7 @@ def test_budget_ends_counted():
 
 
 def test_pcapng_annotation_names_why_each_aggregate_ended():
-    # two polls of three segments (30 µs apart: the work model ends the
+    # two polls of three segments (100 µs apart: the work model ends the
     # first at an empty queue), the last with PSH; compiled and reference
     # write the same comment
     import io
@@ -127,7 +130,7 @@ def test_pcapng_annotation_names_why_each_aggregate_ended():
     from test_gro_cfast import _pcap
     segs = _segs(6)
     for k, p in enumerate(segs):
-        p.ts = 10**15 + k * US + (30 * US if k >= 3 else 0)
+        p.ts = 10**15 + k * US + (100 * US if k >= 3 else 0)
     last = bytearray(segs[-1].data)
     last[14 + 20 + 13] |= 0x08                                     # PSH
     segs[-1] = Packet(segs[-1].ts, bytes(last), len(last))

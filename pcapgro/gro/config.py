@@ -84,10 +84,12 @@ class GROConfig:
     napi_budget: int = 0
     poll_model: str = "gap"
     poll_gap_ns: int = 1_000_000
-    poll_wake_ns: int = 2_000
-    poll_rx_ns: int = 2_000
+    # the work model's costs: fitted jointly to the 22 real veth pairs
+    # (docs/napi-timing.md, "The work model's costs")
+    poll_wake_ns: int = 28_000
+    poll_rx_ns: int = 5_000
     deliver_ns: int = 10_000
-    deliver_seg_ns: int = 1_000
+    deliver_seg_ns: int = 2_000
     gro_flush_timeout: int = 0
     hash: str = "flow"
     udp: str = "off"
