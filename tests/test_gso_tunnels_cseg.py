@@ -4,7 +4,10 @@ SIT, IP4IP6, IP6IP6 and GSO_PARTIAL super-frames are laid out by
 pcapgro/_gso.c; the output file and statistics equal the Python tunnel
 segmenter's (``PCAPGRO_NO_C=1``) byte for byte.  In the compiled run the
 Python tunnel segmenter is made to raise, so a frame it would still cut
-fails the test, and the compiled calls with outer headers are counted."""
+fails the test; the tunnelled super-frames cut (by the compiled chunk
+loop or, for a frame the engine decides, the compiled segmenter) are
+counted, and so are the records the Python engine decided
+(``GSOSplitter.py_records``: 0 when the chunk loop took every one)."""
 
 import os
 import random
@@ -48,23 +51,15 @@ KINDS = {
 
 def _split(src, out, monkeypatch, no_c, **cfg):
     """Split classic pcap ``src`` to ``out`` in-process (the record path
-    when compiled); returns (output bytes, statistics, compiled tunnel
-    calls)."""
-    calls = []
+    when compiled); returns (output bytes, statistics, tunnelled
+    super-frames cut, raw output, GSOSplitter.py_records)."""
     if no_c:
         monkeypatch.setenv("PCAPGRO_NO_C", "1")
     else:
         monkeypatch.delenv("PCAPGRO_NO_C", raising=False)
-        real = cseg.segment_into
-
-        def counted(*a, **kw):
-            if len(a) > 11 and a[11] is not None:
-                calls.append(a[4])
-            return real(*a, **kw)
 
         def python_segmenter(*a, **kw):
             raise AssertionError("the Python tunnel segmenter ran on the record path")
-        monkeypatch.setattr(cseg, "segment_into", counted)
         monkeypatch.setattr(tunnel, "_fix_outer", python_segmenter)
     sp = GSOSplitter(GSOConfig(**cfg))
     rd = open_reader(src)
@@ -78,25 +73,30 @@ def _split(src, out, monkeypatch, no_c, **cfg):
         rd.close()
     wr.close()
     monkeypatch.undo()
+    # tunnelled flows' keys name the kind: ("tcp", section, iface, kind, ...)
+    ncut = sum(f.split for k, f in sp.stats.flows.items() if len(k) == 8)
     with open(out, "rb") as f:
-        return (f.read(), err), sp.stats.to_dict(), len(calls), sp.raw_out
+        return (f.read(), err), sp.stats.to_dict(), ncut, sp.raw_out, sp.py_records
 
 
 def _same(src, monkeypatch, **cfg):
     """Both paths on ``src``: equal bytes and statistics; returns the
-    statistics and the number of compiled tunnel splits."""
+    statistics, the number of tunnelled super-frames cut (compiled) and
+    the records the Python engine decided in the compiled run."""
     with tempfile.TemporaryDirectory() as d:
-        c, cst, ncalls, raw = _split(src, os.path.join(d, "c.pcap"), monkeypatch, False, **cfg)
-        p, pst, _, _ = _split(src, os.path.join(d, "p.pcap"), monkeypatch, True, **cfg)
+        c, cst, ncalls, raw, npy = _split(src, os.path.join(d, "c.pcap"), monkeypatch, False,
+                                          **cfg)
+        p, pst, _, _, ref = _split(src, os.path.join(d, "p.pcap"), monkeypatch, True, **cfg)
     assert raw
     if c[1] or p[1]:
         # both stop at the same frame with the same message (what was
         # written before it is buffered differently)
         assert c[1] == p[1]
-        return cst, ncalls
+        return cst, ncalls, npy
     assert c == p
     assert cst == pst
-    return cst, ncalls
+    assert ref == cst["packets"]        # the reference path: every record in Python
+    return cst, ncalls, npy
 
 
 def _write(path, frames, res="us", bo="<", linktype=1):
@@ -165,10 +165,10 @@ def test_each_kind_cut_in_c(tmp_path, monkeypatch, name):
     frames.append(t.wrap(fw.pkt(40000, 700)))
     src = tmp_path / "in.pcap"
     _write(src, frames)
-    stats, ncalls = _same(src, monkeypatch)
-    assert ncalls == 4 and stats["split"] == 4
-    stats, ncalls = _same(src, monkeypatch, mss=600, fixed_id=True)
-    assert ncalls == 5 and stats["split"] == 5          # --mss cuts the 700-byte one too
+    stats, ncalls, npy = _same(src, monkeypatch)
+    assert ncalls == 4 and stats["split"] == 4 and npy == 0
+    stats, ncalls, npy = _same(src, monkeypatch, mss=600, fixed_id=True)
+    assert ncalls == 5 and stats["split"] == 5 and npy == 0   # --mss cuts the 700-byte one too
 
 
 @needs_c
@@ -184,11 +184,13 @@ def test_real_captures(monkeypatch, name):
     src = os.path.join(DATA, name)
     if not os.path.exists(src):
         pytest.skip(f"no {src}")
-    stats, ncalls = _same(src, monkeypatch)
+    stats, ncalls, npy = _same(src, monkeypatch)
     assert ncalls == stats["split"]
     assert (stats["split"] == 0) == ("-wire" in name)
-    stats, ncalls = _same(src, monkeypatch, mss=500, link_rate=1_000_000)
+    stats, ncalls, npy2 = _same(src, monkeypatch, mss=500, link_rate=1_000_000)
     assert ncalls == stats["split"] > 0
+    if "public" not in name:
+        assert npy == npy2 == 0         # the iperf3 captures: every record in C
 
 
 @needs_c
@@ -205,8 +207,8 @@ def test_repeated_real_capture_across_chunks(tmp_path, monkeypatch, res, bo):
         r.close()
     src = tmp_path / "big.pcap"
     _write(src, [(bytes(p.data), p.orig_len) for p in pkts] * 6, res=res, bo=bo)
-    stats, ncalls = _same(src, monkeypatch)
-    assert ncalls == stats["split"] == 6 * 13
+    stats, ncalls, npy = _same(src, monkeypatch)
+    assert ncalls == stats["split"] == 6 * 13 and npy == 0
 
 
 @needs_c
@@ -226,8 +228,9 @@ def test_other_link_types(tmp_path, monkeypatch, link):
             frames.append((d[:cut], len(d)))
     src = tmp_path / "in.pcap"
     _write(src, frames, linktype=LINKTYPE_SLL if link == "sll" else LINKTYPE_RAW)
-    stats, ncalls = _same(src, monkeypatch)
+    stats, ncalls, npy = _same(src, monkeypatch)
     assert ncalls == stats["split"] == 2 * len(KINDS)
+    assert npy == len(frames)           # the chunk loop takes Ethernet only
 
 
 # one generated record: (kind name, what, payload, flags, snaplen cut)
@@ -347,11 +350,11 @@ def _idle_frames():
 def test_idle_tunnel_frames_copied_in_the_chunk_loop(tmp_path, monkeypatch, cfg):
     """Inner pure ACKs and data segments that stay whole inside VXLAN /
     Geneve and frames inside GRE / IPIP / SIT under the MTU are passed by
-    the compiled chunk loop (split_chunk) without a Packet:
-    GSOSplitter.split runs only for the records it leaves (inner SYNs,
-    segments to cut: longer than --mss or their flow's SYN MSS; --mss
-    for GRE / IPIP; over --gso-size); statistics (small / no_handler) and
-    bytes as Python's."""
+    the compiled chunk loop (split_chunk) without a Packet, and so are
+    inner SYNs (their MSS noted in the flow) and inner ICMP / UDP / ARP;
+    segments to cut (longer than --mss or their flow's SYN MSS) are cut
+    there: GSOSplitter.split runs for none of them; statistics (small /
+    no_handler / tunnel) and bytes as Python's."""
     from pcapgro.gso.engine import GSOSplitter as S
     frames = _idle_frames()
     src = tmp_path / "in.pcap"
@@ -362,21 +365,17 @@ def test_idle_tunnel_frames_copied_in_the_chunk_loop(tmp_path, monkeypatch, cfg)
     def counted(self, pkt, next_ts=None):
         calls.append(pkt)
         return real(self, pkt, next_ts)
-    stats, _ = _same(src, monkeypatch, **cfg)
+    stats, _, npy = _same(src, monkeypatch, **cfg)
     monkeypatch.setattr(S, "split", counted)       # (_split undoes it)
     _split(src, tmp_path / "o.pcap", monkeypatch, False, **cfg)
     assert stats["passed"] + stats["split"] == len(frames)
-    left = len(calls)
+    assert len(calls) == npy == 0
     if not cfg:
-        # per VXLAN / Geneve kind: the two SYNs, and the segments cut (after
-        # the SYN's MSS of 200: the 195 bytes after 12 bytes of options, the
-        # last 300-byte one, the inner IPv4 total length of 0); the first
-        # 300-byte one and the 150-byte one pass in C
+        # per VXLAN / Geneve kind, the segments cut after the SYN's MSS of
+        # 200: the 195 bytes after 12 bytes of options, the last 300-byte
+        # one, the inner IPv4 total length of 0
         udp = [fam for k, _, fam in KINDS.values() if k in ("vxlan", "geneve")]
         assert stats["split"] == sum(2 + (fam == 4) for fam in udp)
-        assert left == stats["split"] + 2 * len(udp)
-    elif "mss" not in cfg:
-        assert left < len(frames) // 2
 
 
 _BASES = None
