@@ -15,10 +15,11 @@
  * net/ipv4/udp_offload.c __skb_udp_tunnel_segment / skb_udp_tunnel_segment,
  * net/ipv4/gre_offload.c gre_gso_segment and inet_gso_segment /
  * ipv6_gso_segment for the outer header: outer_ip, outer_tunnel below;
- * tests/test_gso_tunnels_cseg.py runs both).  Every decision
- * (which packets are split, the segment size, timestamps) stays in Python
- * (pcapgro/gso/engine.py, gso/tunnel.py); this file only writes bytes,
- * except split_chunk's walk over plain Ethernet / IPv4 / TCP records.
+ * tests/test_gso_tunnels_cseg.py runs both).  The decisions (which
+ * packets are split, the segment size, timestamps) are made by the Python
+ * reference (pcapgro/gso/engine.py, gso/tunnel.py) and, for the records
+ * split_chunk's loop takes (plain Ethernet / IPv4 / TCP; tunnelled frames
+ * under untagged Ethernet: tunnel_frame), again here, the same way.
  *
  * Optional, like pcapgro._native: without a C compiler split runs the
  * Python segmenter (PCAPGRO_NO_C=1 forces that).
@@ -826,15 +827,16 @@ struct tframe {
 
 /* the outer IP header of untagged Ethernet frame t->d as
  * pcapgro/gso/ipv4.py / ipv6.py parse() reads it (orig length t->end),
- * for the shapes taken here: IPv4 (not a fragment, total length not 0)
- * or IPv6 without extension headers (payload length not 0) carrying UDP,
- * GRE, IPIP or IPv6; 0 for every other frame (the engine decides) */
+ * for the shapes taken here: IPv4 (captured, not a fragment, total
+ * length not 0) or IPv6 without extension headers (payload length not 0)
+ * carrying UDP, GRE, IPIP or IPv6; 0 for every other frame (the engine
+ * decides) */
 static int
 outer_l3(struct tframe *t)
 {
     const unsigned char *d = t->d;
     Py_ssize_t cap = t->cap;
-    if (cap < 54 || cap > t->end)
+    if (cap < 34 || cap > t->end)
         return 0;
     if (d[12] == 0x08 && d[13] == 0x00) {
         Py_ssize_t ihl = (Py_ssize_t)(d[14] & 15) << 2, tot = get16(d + 16);
@@ -847,7 +849,7 @@ outer_l3(struct tframe *t)
         t->oproto = d[23];
         t->oipid = get16(d + 18);
     } else {
-        if (d[12] != 0x86 || d[13] != 0xDD || d[14] >> 4 != 6)
+        if (cap < 54 || d[12] != 0x86 || d[13] != 0xDD || d[14] >> 4 != 6)
             return 0;
         Py_ssize_t plen = get16(d + 18);
         if (plen == 0 || 54 + plen > t->end)

@@ -7,8 +7,11 @@ reader's chunks of records go in whole (``RecordChunk``) and out go
 :class:`~pcapgro.record.RawRecords`: records passed unchanged are copied
 verbatim, and the segments of a super-frame are laid out by the compiled
 segmenter straight into the output buffer (no Packet object per segment).
-Every decision (which packets are split, the segment size, timestamps,
-statistics) is the Python engine's (:mod:`pcapgro.gso.engine`); the C code
+The decisions (which packets are split, the segment size, timestamps,
+statistics) are the Python engine's (:mod:`pcapgro.gso.engine`,
+:mod:`pcapgro.gso.tunnel`: the reference), made again in C by the
+compiled chunk loop (:func:`chunk_run`) for the records it takes (plain
+Ethernet / IPv4 / TCP and tunnelled frames); the C code
 writes the same bytes as :func:`pcapgro.gso.tcp.segment` /
 :func:`pcapgro.gso.udp.segment` (tests/test_gso_cseg.py runs both), and,
 for a TCP super-frame inside a tunnel (VXLAN, Geneve, GRE, IPIP, SIT,
