@@ -259,16 +259,21 @@ outer_ip(const struct outer *t, unsigned char *f, Py_ssize_t wire, Py_ssize_t k)
  * net/ipv4/gre_offload.c gre_gso_segment (a GRE checksum, C flag,
  * recomputed over the GRE header and what follows): after the inner
  * segment is written (frame f, `cap` bytes captured, `wire` on the wire;
- * `ok` 0: not all captured, the super-frame's field stays) */
+ * `ok` 0: not all captured, the super-frame's field stays).  `l4` >= 0:
+ * the inner TCP segment from offset l4 on, its checksum valid, sums to
+ * `l4sum` (mod 0xFFFF): only the bytes before it are summed again (the
+ * kernel's local checksum offload, lco_csum, does the same) */
 static void
-outer_tunnel(const struct outer *t, unsigned char *f, Py_ssize_t cap, Py_ssize_t wire, int ok)
+outer_tunnel(const struct outer *t, unsigned char *f, Py_ssize_t cap, Py_ssize_t wire, int ok,
+             Py_ssize_t l4, uint64_t l4sum)
 {
     if (t->udp)
         put16(f + t->tun_off + 4, (unsigned)(wire - t->tun_off));
     if (t->csum_at < 0 || !ok)
         return;
     f[t->csum_at] = f[t->csum_at + 1] = 0;
-    uint64_t s = be_sum(f + t->tun_off, cap - t->tun_off);
+    uint64_t s = l4 >= 0 ? be_sum(f + t->tun_off, l4 - t->tun_off) + l4sum
+                         : be_sum(f + t->tun_off, cap - t->tun_off);
     if (t->udp)
         s += t->psum + (uint64_t)(wire - t->tun_off);
     put16(f + t->csum_at, outer_csum_field(s));
@@ -347,10 +352,17 @@ fix_outer(const struct outer *t, const struct cut *c, unsigned char *rec, Py_ssi
           Py_ssize_t caplen, int ok)
 {
     Py_ssize_t len = (k < c->n - 1) ? c->mss : c->P - k * c->mss;
-    Py_ssize_t wire = c->l3off + c->hl + c->thl + len;
+    Py_ssize_t l4 = c->l3off + c->hl, wire = l4 + c->thl + len;
     outer_ip(t, rec + 16, wire, k);
-    if (t->tun_off >= 0)
-        outer_tunnel(t, rec + 16, caplen, wire, ok);
+    if (t->tun_off < 0)
+        return;
+    /* a valid TCP checksum makes the segment's bytes sum to minus its
+     * pseudo-header (psum + length); at an even distance from the tunnel
+     * header that is their share of the outer sum */
+    if (c->proto != 6 || ((l4 - t->tun_off) & 1))
+        l4 = -1;
+    outer_tunnel(t, rec + 16, caplen, wire, ok, l4,
+                 0xFFFF - (c->psum + (uint64_t)(c->thl + len)) % 0xFFFF);
 }
 
 static PyObject *
