@@ -29,7 +29,8 @@ class Packet:
     """One captured packet.
 
     Attributes:
-        ts:       timestamp, int nanoseconds since the epoch (0 for an SPB).
+        ts:       timestamp, int nanoseconds since the epoch (an SPB, which has
+                  none: the time of the packet before it in its section).
         data:     the captured bytes (``len(data)`` is the captured length).
         orig_len: original (wire) length in bytes, ``>= len(data)``.
         iface:    interface index within the current section (pcap: 0).

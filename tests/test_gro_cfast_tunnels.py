@@ -159,6 +159,18 @@ def test_outer_fixed_id_then_moving(c_only):
     assert st["flush_reasons"].get("outer_ip_id") == 1
 
 
+@pytest.mark.parametrize("csum_flag", [True, False])
+def test_gre_key_csum_short_last_segment_in_c(c_only, csum_flag):
+    """tests/test_gro_tunnels.py's rule seen on gre4-keycsum: with K and C a
+    shorter last segment has another checksum word (another flow) and
+    overtakes the held aggregate; with K alone it merges."""
+    t, f = Tunnel("gre", gre_key=5, gre_csum=csum_flag), Flow(4, ipid="inc")
+    pkts = [t.wrap(f.pkt(i * 100, 100), ts=i * 1000) for i in range(3)]
+    pkts.append(t.wrap(f.pkt(300, 60, flags=ACK | PSH), ts=3000))
+    st = _same(rl._stamp(pkts), csum="kernel")
+    assert st["pass_reasons"] == ({"flags": 1} if csum_flag else {})
+
+
 def test_tunnel_size_limit_below_65536(c_only):
     pkts = rl._stamp(_seq("vxlan", {}, 4, n=60, plen=1400))
     st = _same(pkts, gro_max_size=200000, **VX)
@@ -259,20 +271,23 @@ def _packets(path):
         r.close()
 
 
-@pytest.mark.parametrize("name", ["vxlan4-bulk", "vxlan4-csum"])
-def test_real_vxlan_captures_fully_in_c(c_only, name, tmp_path):
-    """The real captures (tests/data/capture-vxlan.sh): merge --vxlan-port
-    4789 --csum kernel in the compiled core alone gives the kernel's
-    receiver-side packets."""
+@pytest.mark.parametrize("name,kind", [("vxlan4-bulk", "vxlan"), ("vxlan4-csum", "vxlan"),
+                                       ("gre4-bulk", "gre"), ("gre4-keycsum", "gre"),
+                                       ("ipip4-bulk", "ipip")])
+def test_real_vxlan_captures_fully_in_c(c_only, name, kind, tmp_path):
+    """The real captures (tests/data/capture-vxlan.sh, capture-gre.sh):
+    merge --csum kernel (--vxlan-port 4789 for VXLAN) in the compiled core
+    alone gives the kernel's receiver-side packets."""
     out = tmp_path / "out.pcap"
-    eng = GROEngine(GROConfig(annotate=False, csum="kernel", vxlan_ports=frozenset({4789})))
+    ports = frozenset({4789}) if kind == "vxlan" else frozenset()
+    eng = GROEngine(GROConfig(annotate=False, csum="kernel", vxlan_ports=ports))
     from pcapgro.capture.pcap import PcapWriter
     with open(DATA / f"{name}-wire.pcap", "rb") as src, open(out, "wb") as dst:
         w = PcapWriter(dst)
         pipeline.run(PcapReader(src), w, eng.process)
         w.close()
     assert _packets(out) == _packets(DATA / f"{name}-gro.pcap")
-    assert eng.stats.by_kind["vxlan_tcp"] > 0
+    assert eng.stats.by_kind[f"{kind}_tcp"] > 0
 
 
 def _kernel_cases():

@@ -141,6 +141,33 @@ def test_gre_key_then_csum_word_is_compared():
     assert st["aggregates"] == 2
 
 
+def test_gre_key_csum_short_last_segment_is_another_flow():
+    """Seen on tests/data/gre4-keycsum-*.pcap (iperf3, Linux 6.18): with K
+    and C the compared word is the checksum, and over valid inner packets
+    it depends on their length, so a shorter last segment is another flow
+    (gre_gro_receive clears same_flow).  With PSH it finds no held packet
+    in its flow (tcp_gro_receive: no p, PSH -> flush) and goes up at once,
+    ahead of the full-size segments' aggregate, which stays held (here to
+    the end of the input).  Key only: the short segment merges as the last
+    one (short_segment)."""
+    t, f = Tunnel("gre", gre_key=5, gre_csum=True), Flow(4, ipid="inc")
+    pkts = [t.wrap(f.pkt(i * 100, 100), ts=i * 1000) for i in range(3)]
+    last = t.wrap(f.pkt(300, 60, flags=ACK | PSH), ts=3000)
+    assert last.data[38:40] != pkts[0].data[38:40]
+    out, st = merge(pkts + [last], csum="kernel")
+    inner = Flow(4, ipid="inc").pkt(0, 300, csum="seed")
+    want = Tunnel("gre", gre_key=5, gre_csum=True).wrap(
+        inner, csum=int.from_bytes(pkts[0].data[38:40], "big"))
+    assert [p.data for p in out] == [last.data, want.data]
+    assert st["pass_reasons"] == {"flags": 1} and st["flush_reasons"] == {"end_of_input": 1}
+    t, f = Tunnel("gre", gre_key=5), Flow(4, ipid="inc")
+    pkts = [t.wrap(f.pkt(i * 100, 100), ts=i * 1000) for i in range(3)]
+    pkts.append(t.wrap(f.pkt(300, 60, flags=ACK | PSH), ts=3000))
+    out, st = merge(pkts, csum="kernel")
+    assert len(out) == 1 and st["flush_reasons"] == {"short_segment": 1}
+    assert st["by_kind"]["gre_tcp"] == {"aggregates": 1, "segments": 4}
+
+
 def test_second_tunnel_level_is_passed():
     """One tunnel level only: VXLAN inside IPIP is passed (tunnel_nested)."""
     pkts = [Tunnel("ipip").wrap(p) for p in _seq("vxlan", {}, n=3)]

@@ -174,11 +174,14 @@ def test_each_kind_cut_in_c(tmp_path, monkeypatch, name):
 @needs_c
 @pytest.mark.parametrize("name", ["vxlan4-bulk-gro.pcap", "vxlan4-csum-gro.pcap",
                                   "vxlan4-bulk-wire.pcap", "vxlan4-csum-wire.pcap",
+                                  "gre4-bulk-gro.pcap", "gre4-keycsum-gro.pcap",
+                                  "ipip4-bulk-gro.pcap", "gre4-keycsum-wire.pcap",
                                   "public/tcpdump/gso-ipv4-vxlan-ipv4.pcap",
                                   "public/tcpdump/gso-ipv6-geneve-ipv6.pcap"])
 def test_real_captures(monkeypatch, name):
     """Real super-frames: the receiver side of iperf3 through a vxlan
-    device after GRO (outer UDP checksum zero and set), tcpdump's GSO
+    device after GRO (outer UDP checksum zero and set) and through GRE
+    (plain, key + checksum) and IPIP (tests/data/capture-gre.sh), tcpdump's GSO
     super-frames in VXLAN and Geneve over IPv6; and the wire side of the
     iperf3 captures (nothing to cut: every frame passed, in C or not)."""
     src = os.path.join(DATA, name)

@@ -16,6 +16,8 @@ from pcapgro.gro import cfast
 HERE = os.path.dirname(os.path.abspath(__file__))
 CAPTURES = sorted(glob.glob(os.path.join(HERE, "data", "kernel", "*.pcap"))
                   + glob.glob(os.path.join(HERE, "data", "vxlan4-*.pcap"))
+                  + glob.glob(os.path.join(HERE, "data", "gre4-*.pcap"))
+                  + glob.glob(os.path.join(HERE, "data", "ipip4-*.pcap"))
                   + glob.glob(os.path.join(HERE, "data", "public", "**", "*.pcap*"),
                               recursive=True))
 MODES = {

@@ -309,6 +309,11 @@ class EpbChunk:
                     for _, _, hi, lo, _, _ in [u(buf, r) for r in self.recs]]
         return [conv(hi << 32 | lo) for _, _, hi, lo, _, _ in [u(buf, r) for r in self.recs]]
 
+    def last_time(self):
+        """The last packet's time, int ns."""
+        _, _, hi, lo, _, _ = _STRUCTS[self.byteorder][2](self.buf, self.recs[-1])
+        return (hi << 32 | lo) * self.mul + self.tsoff if self.conv is None else self.conv(hi << 32 | lo)
+
     def packet(self, i):
         """Packet ``i``."""
         return self._make(self.recs[i:i + 1])[0]
@@ -360,7 +365,8 @@ class PcapngReader(ReaderBase):
 
     Iterating yields, in block order: :class:`Section` per SHB,
     :class:`Interface` per IDB, :class:`Packet` per EPB/SPB/PB (``ts`` int
-    ns with if_tsoffset applied; SPB: ts 0, iface 0, caplen from the block
+    ns with if_tsoffset applied; SPB: the time of the packet before it in
+    its section (or interface 0's time origin), iface 0, caplen from the block
     and the IDB snaplen, ``meta.block == BLOCK_SPB``; EPB without options:
     ``meta`` None), :class:`Block` for other blocks kept verbatim.
     :meth:`batches` yields the same events as lists (faster); with
@@ -396,6 +402,7 @@ class PcapngReader(ReaderBase):
         self.packets = 0
         self.packet_bytes = 0
         self._warned_fine = False
+        self._prev_ts = None    # the last packet's time (ns) before this chunk, in its section
         # f(buf, pos, end, byteorder, ifs, out, packets, bytes) -> (pos,
         # packets, bytes): takes a run of EPBs from pos, appending its own
         # events to out and counting them (split --restore's compiled
@@ -516,6 +523,8 @@ class PcapngReader(ReaderBase):
                     ev = self._epb(buf, pos, e, bl, bo, ifs)
                 else:
                     ev = self._other_block(bt, buf, pos, e, bl, bo, ifs)
+                    if bt == SPB:
+                        ev.ts = self._time_before(out, ifs)
                 if ev is not None:
                     app(ev)
                     if type(ev) is Packet:
@@ -528,6 +537,32 @@ class PcapngReader(ReaderBase):
         finally:
             self.packets += n0
             self.packet_bytes += nb
+            self._prev_ts = self._time_before(out, None)
+
+    def _time_before(self, out, ifs):
+        """The time (ns) an SPB gets, with ``out`` the events of this chunk
+        so far: an SPB carries none (pcapng 4.4), so it takes the time of
+        the packet before it in its section, or, first in its section, the
+        time origin of interface 0 (its if_tsoffset).  This keeps it in its
+        place for GRO's NAPI timing, and gives an aggregate it starts a time
+        an EPB of its interface can hold (0 would lie before the offset).
+        With ``ifs`` None: the last packet's time, or None (none in the
+        section)."""
+        for ev in reversed(out):
+            t = type(ev)
+            if t is Packet:
+                return ev.ts
+            if t is EpbChunk:
+                return ev.last_time()
+            if t is Section:
+                break
+        else:
+            if self._prev_ts is not None:
+                return self._prev_ts
+        if ifs is None:
+            return None
+        _lt, mul, off, conv, _snap = ifs[0]
+        return off if conv is None else conv(0)
 
     def _epb_run(self, buf, pos, end, bo, ifs):
         """The run of EPBs from ``pos`` that the reader's checks pass (as

@@ -1,0 +1,121 @@
+"""Simple Packet Blocks carry no time (pcapng 4.4): the reader gives one the
+time of the packet before it in its section, or interface 0's time origin
+(if_tsoffset) when it comes first, so that
+
+* GRO's NAPI timing sees it in its place (a time of 0 would open a gap of
+  decades before the next packet and end the poll there);
+* an aggregate it starts gets a time an EPB of its interface can hold (0
+  lies before an if_tsoffset: merge used to exit 2, "a timestamp ... does
+  not fit pcapng's fields");
+* passed through unchanged, it is written back as an SPB, with no time
+  (into classic pcap: time 0, as editcap and tshark write it).
+
+The rule, end to end: a capture where a TCP segment is stored as an SPB
+merges exactly as the same capture with that segment as an EPB stamped with
+the time of the packet before it.
+"""
+
+import io
+import os
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from builders import epb, idb, shb, spb
+from capture_helpers import REPO
+from pcapgro.capture import open_reader
+from pcapgro.capture.pcapng import PcapngReader
+from pcapgro.record import BLOCK_SPB, Packet
+
+S = 10**9
+OFFSET = 100                                        # if_tsoffset, s
+IDB_OPTS = [(14, struct.pack("<q", OFFSET))]        # if_tsoffset; if_tsresol: us
+
+
+def _read(data):
+    return [e for e in PcapngReader(io.BytesIO(data), b"") if type(e) is Packet]
+
+
+def test_reader_spb_takes_time_of_packet_before():
+    data = (shb() + idb("<", 1, 0, IDB_OPTS) + spb("<", b"a" * 20)
+            + epb("<", 0, 7, b"b" * 20) + spb("<", b"c" * 20) + spb("<", b"d" * 20)
+            + shb() + idb("<", 1, 0) + spb("<", b"e" * 20))
+    got = [(p.ts, p.meta.block if p.meta else None) for p in _read(data)]
+    assert got == [(OFFSET * S, BLOCK_SPB),             # first: interface 0's origin
+                   (OFFSET * S + 7000, None),
+                   (OFFSET * S + 7000, BLOCK_SPB), (OFFSET * S + 7000, BLOCK_SPB),
+                   (0, BLOCK_SPB)]                      # a new section: its own origin
+
+
+def test_reader_spb_after_a_run_of_epbs_and_across_chunks():
+    # more EPBs than one lazy chunk run holds, then an SPB: its time is the
+    # last EPB's, whether that EPB came in this chunk or an earlier one
+    n = 3000
+    body = b"".join(epb("<", 0, 1000 + i, bytes(600)) for i in range(n))
+    data = shb() + idb("<", 1, 0, IDB_OPTS) + body + spb("<", bytes(600))
+    r = PcapngReader(io.BytesIO(data), b"")
+    last = None
+    for batch in r.batches(lazy=True):
+        if getattr(batch, "lazy", False):
+            continue                        # an EpbChunk: EPBs only
+        for ev in batch:
+            if type(ev) is Packet and ev.meta is not None:
+                last = ev
+    assert last.meta.block == BLOCK_SPB
+    assert last.ts == OFFSET * S + (1000 + n - 1) * 1000
+
+
+BULK = [p for p in open_reader(REPO / "samples" / "tcp4-bulk-wire.pcap") if type(p) is Packet]
+
+
+def _bulk(as_spb, times_as_spb):
+    """Records 300..399 of samples/tcp4-bulk-wire.pcap as pcapng, us EPBs
+    with if_tsoffset 100 s; the records in ``as_spb`` as SPBs, or, with
+    ``times_as_spb``, as EPBs stamped with the time of the record before."""
+    pk = BULK
+    blocks = [shb(), idb("<", 1, 0, IDB_OPTS)]
+    prev = None
+    for i in range(300, 400):
+        p = pk[i]
+        ticks = p.ts // 1000 - OFFSET * 10**6
+        if i in as_spb and not times_as_spb:
+            blocks.append(spb("<", p.data, p.orig_len))
+            continue
+        if i in as_spb:
+            ticks = 0 if prev is None else prev     # first: the origin
+        blocks.append(epb("<", 0, ticks, p.data, p.orig_len))
+        prev = ticks
+    return b"".join(blocks)
+
+
+def _merge(tmp_path, data, fmt, no_c, tag):
+    src = tmp_path / f"in-{tag}.pcapng"
+    src.write_bytes(data)
+    dst = tmp_path / f"out-{tag}.{fmt}"
+    env = dict(os.environ)
+    env.pop("PCAPGRO_NO_C", None)
+    if no_c:
+        env["PCAPGRO_NO_C"] = "1"
+    r = subprocess.run([sys.executable, "-m", "pcapgro.cli", "merge", "-q", "-F", fmt,
+                        "--csum", "kernel", str(src), str(dst)],
+                       capture_output=True, cwd=REPO, env=env)
+    assert r.returncode == 0, r.stderr.decode()
+    return [(p.ts, p.data, p.orig_len) for p in open_reader(dst) if type(p) is Packet]
+
+
+@pytest.mark.parametrize("no_c", [False, True], ids=["compiled", "reference"])
+@pytest.mark.parametrize("fmt", ["pcapng", "pcap"])
+@pytest.mark.parametrize("which", [(301,), (300,), (301, 350, 351, 399)],
+                         ids=["inside", "first", "several"])
+def test_merge_spb_as_packet_at_time_before(tmp_path, fmt, no_c, which):
+    got = _merge(tmp_path, _bulk(set(which), False), fmt, no_c, "spb")
+    want = _merge(tmp_path, _bulk(set(which), True), fmt, no_c, "epb")
+    if fmt == "pcap":
+        # an SPB passed through unchanged has no time to write: 0, as
+        # editcap and tshark write it (an aggregate it is part of has one)
+        spbs = {BULK[i].data for i in which}
+        want = [(0 if d in spbs else t, d, o) for t, d, o in want]
+    assert got == want
+    assert len(got) < 100           # merged: the SPB did not end a poll
