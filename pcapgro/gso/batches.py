@@ -186,15 +186,16 @@ class _RawState:
                 if i >= n:
                     break
                 if i == n - 1:
-                    self.held_c = (run, lb, i)      # (RecordChunk.buf is never modified)
+                    self.held_c = (run, lb, i)
                     break
             s, cap, orig, ts = at(i)
             self.held = Packet(ts, mv[s:s + cap].tobytes(), orig, 0, lt, None)
             self.held_rec = (mv, s)
             self.held_lazy = True
             i += 1
-        # the reader may reuse the chunk's buffer: the held record is
-        # encoded, not copied, when it is split later
+        # the held Packet is encoded, not copied from the chunk, when it is
+        # split later (held_c keeps its chunk: the reader never modifies a
+        # RecordChunk's buffer)
         self.held_rec = None
 
     def event(self, ev):
