@@ -7,8 +7,11 @@ cached in /tmp), merges it once with pcapgro (to classic pcap for
 ``split``, to pcapng for ``split --restore``; cached beside it), then
 times, in the same run, ``editcap -F pcap`` copying the generated capture
 (what split writes back: the output-sized capture) and each split command
-(outputs on /dev/shm).  Prints the median of ``--repeat`` runs of each,
-packets/s of output, the ratio to editcap and peak RSS.
+(outputs on /dev/shm), and ``editcap -F pcap`` copying split's input
+(the merged capture: the reference bench/bench_split_tunnels.py uses).
+Prints the median of ``--repeat`` runs of each, wall and CPU time (user +
+system: steadier on a shared machine), packets/s of output, the ratios to
+both editcap copies (wall; CPU) and peak RSS.
 
 With ``--input CAPTURE`` (a classic pcap, e.g. a real capture made by
 ``bench/real_capture.py``) that capture is the output-sized one instead:
@@ -66,11 +69,14 @@ def main():
     env = dict(os.environ, PCAPGRO_NO_C="1") if a.no_c else None
     jobs = [("editcap -F pcap (copy of the output)",
              ["editcap", "-F", "pcap", cache, os.path.join(outdir, "e.pcap")]),
+            ("editcap -F pcap (copy of the input)",
+             ["editcap", "-F", "pcap", merged["pcap"], os.path.join(outdir, "i.pcap")]),
             ("pcapgro split", pcapgro + ["split", "-q", merged["pcap"],
                                          os.path.join(outdir, "s.pcap")]),
             ("pcapgro split --restore", pcapgro + ["split", "--restore", "-q", merged["pcapng"],
                                                    os.path.join(outdir, "r.pcap")])]
     times = {name: [] for name, _ in jobs}
+    cpus = {name: [] for name, _ in jobs}
     rss = {}
     try:
         # interleaved: each round runs every command once (load drifts)
@@ -80,27 +86,31 @@ def main():
                 if env and name.startswith("pcapgro"):
                     os.environ.update(env)
                 try:
-                    rc, dt, r = bench.timed(cmd)
+                    rc, dt, r, cpu = bench.timed_cpu(cmd)
                 finally:
                     os.environ.clear()
                     os.environ.update(old)
                 if rc != 0:
                     raise SystemExit(f"{name}: exit status {rc}")
                 times[name].append(dt)
+                cpus[name].append(cpu)
                 rss[name] = max(rss.get(name, 0), r)
         if a.input:
             same = filecmp.cmp(cache, os.path.join(outdir, "r.pcap"), shallow=False)
             print(f"split --restore output {'is' if same else 'is NOT'} the input byte for byte")
     finally:
         shutil.rmtree(outdir, ignore_errors=True)
-    ref = None
-    print(f"{'command':40} {'median s':>9} {'pkt/s out':>12} {'vs editcap':>10} {'peak RSS':>9}")
+    med = {name: statistics.median(times[name]) for name, _ in jobs}
+    cpu = {name: statistics.median(cpus[name]) for name, _ in jobs}
+    eo, ei = (name for name, _ in jobs[:2])
+    print(f"{'command':40} {'wall s':>7} {'CPU s':>7} {'pkt/s out':>10} "
+          f"{'x editcap out':>15} {'x editcap in':>15} {'peak RSS':>9}")
     for name, _ in jobs:
-        med = statistics.median(times[name])
-        rate = n / med
-        if ref is None:
-            ref = rate
-        print(f"{name:40} {med:9.3f} {rate:12,.0f} {rate / ref:9.2f}x {rss[name] / 1024:6.0f} MiB")
+        print(f"{name:40} {med[name]:7.3f} {cpu[name]:7.3f} {n / med[name]:10,.0f} "
+              f"{med[name] / med[eo]:6.2f} {cpu[name] / cpu[eo]:6.2f} "
+              f"{med[name] / med[ei]:7.2f} {cpu[name] / cpu[ei]:6.2f} {rss[name] / 1024:6.0f} MiB")
+    print("(x editcap: time / editcap's time in the same run, wall and CPU; "
+          "out: editcap copying the output-sized capture, in: split's input)")
 
 
 if __name__ == "__main__":

@@ -15,10 +15,11 @@
  * net/ipv4/udp_offload.c __skb_udp_tunnel_segment / skb_udp_tunnel_segment,
  * net/ipv4/gre_offload.c gre_gso_segment and inet_gso_segment /
  * ipv6_gso_segment for the outer header: outer_ip, outer_tunnel below;
- * tests/test_gso_tunnels_cseg.py runs both).  Every decision
- * (which packets are split, the segment size, timestamps) stays in Python
- * (pcapgro/gso/engine.py, gso/tunnel.py); this file only writes bytes,
- * except split_chunk's walk over plain Ethernet / IPv4 / TCP records.
+ * tests/test_gso_tunnels_cseg.py runs both).  The decisions (which
+ * packets are split, the segment size, timestamps) are made by the Python
+ * reference (pcapgro/gso/engine.py, gso/tunnel.py) and, for the records
+ * split_chunk's loop takes (plain Ethernet / IPv4 / TCP; tunnelled frames
+ * under untagged Ethernet: tunnel_frame), again here, the same way.
  *
  * Optional, like pcapgro._native: without a C compiler split runs the
  * Python segmenter (PCAPGRO_NO_C=1 forces that).
@@ -258,16 +259,21 @@ outer_ip(const struct outer *t, unsigned char *f, Py_ssize_t wire, Py_ssize_t k)
  * net/ipv4/gre_offload.c gre_gso_segment (a GRE checksum, C flag,
  * recomputed over the GRE header and what follows): after the inner
  * segment is written (frame f, `cap` bytes captured, `wire` on the wire;
- * `ok` 0: not all captured, the super-frame's field stays) */
+ * `ok` 0: not all captured, the super-frame's field stays).  `l4` >= 0:
+ * the inner TCP segment from offset l4 on, its checksum valid, sums to
+ * `l4sum` (mod 0xFFFF): only the bytes before it are summed again (the
+ * kernel's local checksum offload, lco_csum, does the same) */
 static void
-outer_tunnel(const struct outer *t, unsigned char *f, Py_ssize_t cap, Py_ssize_t wire, int ok)
+outer_tunnel(const struct outer *t, unsigned char *f, Py_ssize_t cap, Py_ssize_t wire, int ok,
+             Py_ssize_t l4, uint64_t l4sum)
 {
     if (t->udp)
         put16(f + t->tun_off + 4, (unsigned)(wire - t->tun_off));
     if (t->csum_at < 0 || !ok)
         return;
     f[t->csum_at] = f[t->csum_at + 1] = 0;
-    uint64_t s = be_sum(f + t->tun_off, cap - t->tun_off);
+    uint64_t s = l4 >= 0 ? be_sum(f + t->tun_off, l4 - t->tun_off) + l4sum
+                         : be_sum(f + t->tun_off, cap - t->tun_off);
     if (t->udp)
         s += t->psum + (uint64_t)(wire - t->tun_off);
     put16(f + t->csum_at, outer_csum_field(s));
@@ -346,10 +352,17 @@ fix_outer(const struct outer *t, const struct cut *c, unsigned char *rec, Py_ssi
           Py_ssize_t caplen, int ok)
 {
     Py_ssize_t len = (k < c->n - 1) ? c->mss : c->P - k * c->mss;
-    Py_ssize_t wire = c->l3off + c->hl + c->thl + len;
+    Py_ssize_t l4 = c->l3off + c->hl, wire = l4 + c->thl + len;
     outer_ip(t, rec + 16, wire, k);
-    if (t->tun_off >= 0)
-        outer_tunnel(t, rec + 16, caplen, wire, ok);
+    if (t->tun_off < 0)
+        return;
+    /* a valid TCP checksum makes the segment's bytes sum to minus its
+     * pseudo-header (psum + length); at an even distance from the tunnel
+     * header that is their share of the outer sum */
+    if (c->proto != 6 || ((l4 - t->tun_off) & 1))
+        l4 = -1;
+    outer_tunnel(t, rec + 16, caplen, wire, ok, l4,
+                 0xFFFF - (c->psum + (uint64_t)(c->thl + len)) % 0xFFFF);
 }
 
 static PyObject *
@@ -416,7 +429,8 @@ struct chunk {
     Py_ssize_t mtu, cfg_mss, gso_size, used, alloc;
     int swap, complete, mtu_explicit, fixed_id;
     long long mul, rate, last_ts;
-    Py_ssize_t nrec, maxcap, npassed, nnohandler, nseg, ncut;
+    Py_ssize_t nrec, maxcap, npassed, nseg, ncut;
+    Py_ssize_t npass[6];               /* tunnelled records passed, per PASS_* reason */
 };
 
 /* room for `more` bytes after what is used of ch->out (grown by a quarter
@@ -555,7 +569,8 @@ choose_mss(struct chunk *ch, const unsigned char *d, PyObject *fl, Py_ssize_t th
     return 1;
 }
 
-/* engine._step: ns between segments */
+/* engine._step: ns between segments (the first first_len bytes on the
+ * wire, n segments, the next record at next: -1 none known) */
 static long long
 seg_step(const struct chunk *ch, Py_ssize_t first_len, Py_ssize_t n, long long ts, long long next)
 {
@@ -563,12 +578,53 @@ seg_step(const struct chunk *ch, Py_ssize_t first_len, Py_ssize_t n, long long t
     if (ch->rate) {
         long long bits = (long long)first_len * 8000000000LL;
         step = bits / ch->rate + (bits % ch->rate != 0);
-        long long gap = next - ts;
-        long long cap = gap > 0 ? gap / n : 0;
-        if (cap < step)
-            step = cap;
+        if (next >= 0) {
+            long long gap = next - ts;
+            long long cap = gap > 0 ? gap / n : 0;
+            if (cap < step)
+                step = cap;
+        }
     }
     return step;
+}
+
+/* the segments of super-frame *c (and, for one inside a tunnel, its
+ * outer headers *o fixed per segment; NULL: none) appended to ch->out,
+ * its (key, n, size source, size) to ch->aggs (`key`: a new reference,
+ * taken; NULL: the error of making it); 0, or -1 with an exception */
+static int
+write_cut(struct chunk *ch, const struct cut *c, const struct outer *o, PyObject *key, int how)
+{
+    int r = -1;
+    if (key == NULL || room(ch, c->n * (16 + c->l3off + c->hl + c->thl) + c->cap_pay) < 0)
+        goto done;
+    unsigned char *o0 = (unsigned char *)PyByteArray_AS_STRING(ch->out) + ch->used, *w = o0;
+    Py_ssize_t caplen, ncut = 0;
+    int ok;
+    for (Py_ssize_t k = 0; k < c->n; k++) {
+        unsigned char *rec = w;
+        w = write_segment(c, k, w, &caplen, &ok);
+        if (o)
+            fix_outer(o, c, rec, k, caplen, ok);
+        ncut += !ok;
+        if (caplen > ch->maxcap)
+            ch->maxcap = caplen;
+    }
+    ch->used += w - o0;
+    ch->nrec += c->n;
+    ch->nseg += c->n;
+    ch->ncut += ncut;
+    ch->last_ts = c->ts + (c->n - 1) * c->step;
+    PyObject *a = Py_BuildValue("(Onin)", key, c->n, how, c->mss);
+    if (a == NULL || PyList_Append(ch->aggs, a) < 0) {
+        Py_XDECREF(a);
+        goto done;
+    }
+    Py_DECREF(a);
+    r = 0;
+done:
+    Py_XDECREF(key);
+    return r;
 }
 
 /* one record (frame d, cap bytes, time ts, the next record's time next)
@@ -635,28 +691,9 @@ super_tcp4(struct chunk *ch, const unsigned char *d, uint32_t cap, uint32_t orig
     memcpy(c.l4, d + 34, thl);
     c.seq0 = ((uint32_t)d[38] << 24) | ((uint32_t)d[39] << 16) | ((uint32_t)d[40] << 8) | d[41];
     c.flags0 = d[47];
-    if (room(ch, c.n * (16 + 34 + thl) + P) < 0)
+    Py_INCREF(key);
+    if (write_cut(ch, &c, NULL, key, how) < 0)
         goto done;
-    unsigned char *o0 = (unsigned char *)PyByteArray_AS_STRING(ch->out) + ch->used, *o = o0;
-    Py_ssize_t caplen, ncut = 0;
-    int ok;
-    for (Py_ssize_t k = 0; k < c.n; k++) {
-        o = write_segment(&c, k, o, &caplen, &ok);
-        ncut += !ok;
-        if (caplen > ch->maxcap)
-            ch->maxcap = caplen;
-    }
-    ch->used += o - o0;
-    ch->nrec += c.n;
-    ch->nseg += c.n;
-    ch->ncut += ncut;
-    ch->last_ts = ts + (c.n - 1) * c.step;
-    PyObject *a = Py_BuildValue("(Onin)", key, c.n, how, mss);
-    if (a == NULL || PyList_Append(ch->aggs, a) < 0) {
-        Py_XDECREF(a);
-        goto done;
-    }
-    Py_DECREF(a);
     r = 1;
 done:
     Py_DECREF(key);
@@ -761,9 +798,21 @@ done:
     return r;
 }
 
-/* what tunnel_pass finds: the engine passes the record for one of these
- * (pcapgro/gso/reasons.py Pass.SMALL, Pass.NO_HANDLER) */
-enum { TUN_DECIDE = 0, TUN_SMALL, TUN_NO_HANDLER, TUN_DATA };
+/* what tunnel_frame decides for a record: left to the engine (the
+ * Python reference decides), passed unchanged for one of the PASS_*
+ * reasons (pcapgro/gso/reasons.py Pass, in the order of cseg._PASSES),
+ * or cut (TUN_CUT) */
+enum { TUN_DECIDE = -2 };
+enum { PASS_SMALL, PASS_NO_HANDLER, PASS_TUNNEL, PASS_RECORD_LENGTHS, PASS_TRUNCATED,
+       PASS_BAD_LENGTH, NPASS, TUN_CUT = NPASS };
+
+/* pcapgro/gso/tunnel.py's kinds (the flow key names them) */
+static const char *const KIND_NAME[] = {"vxlan", "geneve", "gre", "ipip"};
+enum { KIND_VXLAN, KIND_GENEVE, KIND_GRE, KIND_IPIP };
+
+#define GSO_MAX_SIZE 524280         /* pcapgro/gso/ipv4.py GSO_MAX_SIZE */
+#define TCP_SYN 0x02
+#define TCP_RST 0x04
 
 static inline unsigned
 get16(const unsigned char *p)
@@ -771,195 +820,446 @@ get16(const unsigned char *p)
     return ((unsigned)p[0] << 8) | p[1];
 }
 
-/* the outer IP header of an untagged Ethernet frame d (cap bytes, all
- * captured) as pcapgro/gso/ipv4.py / ipv6.py parse() reads it, for the
- * shapes taken here: IPv4 (not a fragment, total length not 0 and within
- * the frame) or IPv6 without extension headers (payload length not 0);
- * *l4off, *l4len, *proto set; 0 when not one of these (the engine decides) */
+/* a tunnelled record as tunnel_frame reads it: the outer IP header at 14
+ * (untagged Ethernet), the tunnel, the inner IP and TCP headers; what
+ * it cuts with */
+struct tframe {
+    const unsigned char *d;
+    Py_ssize_t cap, end;                /* captured bytes, original length (no FCS) */
+    Py_ssize_t ohl, ol4off, ol4len;     /* outer IP header length, its payload */
+    int ofamily, oproto, kind;
+    unsigned long oipid;
+    Py_ssize_t tun_off, csum_at;        /* UDP / GRE header, its checksum; -1: none */
+    Py_ssize_t off, ihl, l4off, l4len, thl, P, mss;   /* inner IP, TCP, payload */
+    int ifamily, how;                   /* inner IP version; size source SRC_* */
+    unsigned long iipid;
+    unsigned et;                        /* inner EtherType */
+    const unsigned char *pdst;          /* inner pseudo-header destination (16 or 4 bytes) */
+};
+
+/* the outer IP header of untagged Ethernet frame t->d as
+ * pcapgro/gso/ipv4.py / ipv6.py parse() reads it (orig length t->end),
+ * for the shapes taken here: IPv4 (captured, not a fragment, total
+ * length not 0) or IPv6 without extension headers (payload length not 0)
+ * carrying UDP, GRE, IPIP or IPv6; 0 for every other frame (the engine
+ * decides) */
 static int
-outer_l3(const unsigned char *d, Py_ssize_t cap, Py_ssize_t *l4off, Py_ssize_t *l4len,
-         int *proto)
+outer_l3(struct tframe *t)
 {
-    if (cap < 54)
+    const unsigned char *d = t->d;
+    Py_ssize_t cap = t->cap;
+    if (cap < 34 || cap > t->end)
         return 0;
     if (d[12] == 0x08 && d[13] == 0x00) {
         Py_ssize_t ihl = (Py_ssize_t)(d[14] & 15) << 2, tot = get16(d + 16);
         if (d[14] >> 4 != 4 || ihl < 20 || cap < 14 + ihl || (get16(d + 20) & 0x3FFF)
-                || tot == 0 || tot < ihl || tot > cap - 14)
+                || tot == 0 || tot < ihl || tot > t->end - 14)
             return 0;
-        *l4off = 14 + ihl;
-        *l4len = tot - ihl;
-        *proto = d[23];
+        t->ofamily = 4;
+        t->ohl = ihl;
+        t->ol4len = tot - ihl;
+        t->oproto = d[23];
+        t->oipid = get16(d + 18);
+    } else {
+        if (cap < 54 || d[12] != 0x86 || d[13] != 0xDD || d[14] >> 4 != 6)
+            return 0;
+        Py_ssize_t plen = get16(d + 18);
+        if (plen == 0 || 54 + plen > t->end)
+            return 0;
+        t->ofamily = 6;
+        t->ohl = 40;
+        t->ol4len = plen;
+        t->oproto = d[20];
+        t->oipid = 0;
+    }
+    t->ol4off = 14 + t->ohl;
+    return t->oproto == 17 || t->oproto == 47 || t->oproto == 4 || t->oproto == 41;
+}
+
+/* tunnel.py _inner_eth: the inner IP behind an inner Ethernet header at
+ * mac (no VLAN tag); 0 when there is none */
+static int
+inner_eth(struct tframe *t, Py_ssize_t mac)
+{
+    if (t->cap < mac + 14)
+        return 0;
+    t->et = get16(t->d + mac + 12);
+    t->off = mac + 14;
+    return t->et == 0x0800 || t->et == 0x86DD;
+}
+
+/* tunnel.py locate (_udp_tunnel, _gre, IP-in-IP): the tunnel's kind,
+ * header and checksum offsets, the inner IP's offset and EtherType; 0
+ * when there is no tunnel it cuts */
+static int
+tun_locate(struct tframe *t)
+{
+    const unsigned char *d = t->d;
+    Py_ssize_t u = t->ol4off;
+    t->tun_off = t->csum_at = -1;
+    if (t->oproto == 4 || t->oproto == 41) {
+        t->kind = KIND_IPIP;
+        t->off = u;
+        t->et = t->oproto == 4 ? 0x0800 : 0x86DD;
         return 1;
     }
-    if (d[12] != 0x86 || d[13] != 0xDD || d[14] >> 4 != 6)
+    t->tun_off = u;
+    if (t->oproto == 47) {                              /* _gre */
+        t->kind = KIND_GRE;
+        if (t->cap < u + 4)
+            return 0;
+        unsigned flags = get16(d + u);
+        if (flags & ~0xA000u)
+            return 0;
+        Py_ssize_t hl = 4 + (flags & 0x2000 ? 4 : 0) + (flags & 0x8000 ? 4 : 0);
+        if (flags & 0x8000)
+            t->csum_at = u + 4;
+        t->et = get16(d + u + 2);
+        if (t->et == 0x6558)
+            return inner_eth(t, u + hl);
+        t->off = u + hl;
+        return t->et == 0x0800 || t->et == 0x86DD;
+    }
+    Py_ssize_t h = u + 8;                               /* _udp_tunnel */
+    t->kind = get16(d + u + 2) == 6081 ? KIND_GENEVE : KIND_VXLAN;
+    if (t->cap < h + 8)
         return 0;
-    Py_ssize_t plen = get16(d + 18);
-    int nh = d[20];
-    if (plen == 0 || 54 + plen > cap || (nh != 17 && nh != 47 && nh != 4 && nh != 41))
+    if (d[u + 6] | d[u + 7])
+        t->csum_at = u + 6;
+    if (t->kind == KIND_VXLAN)
+        return inner_eth(t, h + 8);
+    Py_ssize_t hl = 8 + (Py_ssize_t)(d[h] & 0x3F) * 4;
+    t->et = get16(d + h + 2);
+    if (d[h] >> 6)
         return 0;
-    *l4off = 54;
-    *l4len = plen;
-    *proto = nh;
+    if (t->et == 0x6558)
+        return inner_eth(t, h + hl);
+    t->off = h + hl;
+    return t->et == 0x0800 || t->et == 0x86DD;
+}
+
+/* ipv6.py _has_jumbo: the options header at d + off (hl bytes) holds a
+ * Jumbo Payload option */
+static int
+has_jumbo(const unsigned char *d, Py_ssize_t off, Py_ssize_t hl)
+{
+    Py_ssize_t i = off + 2, end = off + hl;
+    while (i < end) {
+        if (d[i] == 0) {
+            i++;
+            continue;
+        }
+        if (i + 1 >= end)
+            return 0;
+        if (d[i] == 0xC2)
+            return 1;
+        i += 2 + d[i + 1];
+    }
+    return 0;
+}
+
+/* ipv6.py _walk_ext: the Hop-by-Hop (first only), Routing and
+ * Destination Options headers from *off (next header *nh) of frame d
+ * (cap bytes captured): *nh, *off the upper layer's, t->pdst the final
+ * destination a Routing header with segments left names; 0 for a Pass
+ * (TRUNCATED, EXT_HEADER, FRAGMENT) */
+static int
+v6_walk(struct tframe *t, int *nh, Py_ssize_t *off)
+{
+    const unsigned char *d = t->d;
+    int first = 1;
+    while (*nh == 0 || *nh == 43 || *nh == 60) {
+        Py_ssize_t o = *off;
+        if ((*nh == 0 && !first) || t->cap < o + 2)
+            return 0;
+        Py_ssize_t hl = ((Py_ssize_t)d[o + 1] + 1) << 3;
+        if (t->cap < o + hl)
+            return 0;
+        if (*nh != 43) {
+            if (has_jumbo(d, o, hl))
+                return 0;
+        } else if (d[o + 3] && hl >= 24) {          /* segments left */
+            if (d[o + 2] == 0)
+                t->pdst = d + o + hl - 16;
+            else if (d[o + 2] == 2 || d[o + 2] == 4)
+                t->pdst = d + o + 8;
+        }
+        *nh = d[o];
+        *off = o + hl;
+        first = 0;
+    }
+    return *nh != 44;
+}
+
+/* the inner IP header at t->off as ipv4.py / ipv6.py parse() reads it
+ * with the record's original length as the frame's end: 1 for TCP
+ * (t->ihl: IP header with options or IPv6 extension headers, t->l4off,
+ * t->l4len, t->pdst set), 0 when the parse fails or it is not TCP
+ * (tunnel.py split returns None), TUN_DECIDE for an IPv6 Hop-by-Hop
+ * header with payload length 0 (a BIG TCP jumbo header: left to the
+ * engine) */
+static int
+inner_l3(struct tframe *t)
+{
+    const unsigned char *d = t->d;
+    Py_ssize_t off = t->off, cap = t->cap, wire = t->end - off;
+    if (t->et == 0x0800) {
+        if (cap < off + 20 || d[off] >> 4 != 4)
+            return 0;
+        Py_ssize_t ihl = (Py_ssize_t)(d[off] & 15) << 2, tot = get16(d + off + 2), l3len = tot;
+        if (ihl < 20 || cap < off + ihl || (get16(d + off + 6) & 0x3FFF))
+            return 0;
+        if (tot == 0) {
+            if (wire > GSO_MAX_SIZE)
+                return 0;
+            l3len = wire;
+        } else if (tot < ihl || tot > wire) {
+            return 0;
+        }
+        if (l3len < ihl || d[off + 9] != 6)
+            return 0;
+        t->ifamily = 4;
+        t->ihl = ihl;
+        t->iipid = get16(d + off + 4);
+        t->l4len = l3len - ihl;
+        t->pdst = d + off + 16;
+        t->l4off = off + ihl;
+        return 1;
+    }
+    if (cap < off + 40 || d[off] >> 4 != 6)
+        return 0;
+    Py_ssize_t plen = get16(d + off + 4), e = plen ? off + 40 + plen : t->end, l4off = off + 40;
+    int nh = d[off + 6];
+    if (nh == 0 && plen == 0)
+        return TUN_DECIDE;                              /* a BIG TCP jumbo header to remove */
+    t->pdst = d + off + 24;
+    if (!v6_walk(t, &nh, &l4off) || (!plen && e - off > GSO_MAX_SIZE) || e > t->end
+            || e < l4off || nh != 6)
+        return 0;                                       /* a Pass, or not TCP */
+    t->ifamily = 6;
+    t->ihl = l4off - off;
+    t->iipid = 0;
+    t->l4len = e - l4off;
+    t->l4off = l4off;
     return 1;
 }
 
-/* the inner L3 at off of a tunnelled frame (cap bytes) as
- * pcapgro/gso/tunnel.py split parses it: 1 when its parse fails or it is
- * not TCP (split returns None: "small"), 2 with *l4off / *l4len of the
- * TCP header, 0 for shapes left to the engine (a length of 0, IPv6
- * extension headers) */
-static int
-inner_l3(const unsigned char *d, Py_ssize_t cap, Py_ssize_t off, unsigned et,
-         Py_ssize_t *l4off, Py_ssize_t *l4len)
+/* tcp.py syn_mss: the MSS option of the TCP header at th (thl bytes, all
+ * captured), 0 when it has none (the option walk of tcp_parse_options) */
+static unsigned
+syn_mss(const unsigned char *th, Py_ssize_t thl)
 {
-    if (et == 0x0800) {
-        if (cap < off + 20 || d[off] >> 4 != 4)
-            return 1;
-        Py_ssize_t ihl = (Py_ssize_t)(d[off] & 15) << 2, tot = get16(d + off + 2);
-        if (ihl < 20 || cap < off + ihl || (get16(d + off + 6) & 0x3FFF))
-            return 1;
-        if (tot == 0)
+    Py_ssize_t i = 20;
+    while (i < thl) {
+        unsigned kind = th[i];
+        if (kind == 0)
             return 0;
-        if (tot < ihl || tot > cap - off || d[off + 9] != 6)
-            return 1;
-        *l4off = off + ihl;
-        *l4len = tot - ihl;
-        return 2;
+        if (kind == 1) {
+            i++;
+            continue;
+        }
+        if (i + 1 >= thl || th[i + 1] < 2)
+            return 0;
+        unsigned size = th[i + 1];
+        if (kind == 2 && size == 4 && i + 4 <= thl)
+            return get16(th + i + 2);
+        i += size;
     }
-    if (cap < off + 40 || d[off] >> 4 != 6)
+    return 0;
+}
+
+/* the inner flow's key as tunnel.py split builds it: (section, 0, kind,
+ * inner src, inner dst, sport, dport); new reference or NULL */
+static PyObject *
+tun_key(const struct chunk *ch, const struct tframe *t)
+{
+    const unsigned char *d = t->d, *th = d + t->l4off;
+    const unsigned char *a = d + t->off + (t->ifamily == 4 ? 12 : 8);
+    Py_ssize_t alen = t->ifamily == 4 ? 4 : 16;
+    return Py_BuildValue("(OOsy#y#ll)", ch->sec, ch->zero, KIND_NAME[t->kind], a, alen,
+                         t->pdst, alen, (long)get16(th), (long)get16(th + 2));
+}
+
+/* tunnel.py split's SYN rule: the MSS option of an inner SYN noted in
+ * its flow (flows.setdefault(key, flow_cls()).syn_mss = m); 0, or -1
+ * with an exception */
+static int
+note_syn(const struct chunk *ch, PyObject *key, unsigned m)
+{
+    PyObject *fl = PyDict_GetItemWithError(ch->flows, key), *nf = NULL;
+    if (fl == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        nf = PyObject_CallNoArgs(ch->flow_cls);
+        if (nf == NULL || PyDict_SetItem(ch->flows, key, nf) < 0) {
+            Py_XDECREF(nf);
+            return -1;
+        }
+        fl = nf;
+    }
+    PyObject *v = PyLong_FromUnsignedLong(m);
+    int r = v == NULL ? -1 : PyObject_SetAttrString(fl, "syn_mss", v);
+    Py_XDECREF(v);
+    Py_XDECREF(nf);
+    return r;
+}
+
+/* tunnel.py _mss (no recorded gso_size: pcap has none): --mss, else the
+ * inner flow's SYN MSS less the TCP options (OWN_SYN), else what fits
+ * the MTU with every header; t->mss, t->how set: 1, 0 when there is no
+ * size (>= TCP_MIN_GSO_SIZE), -1 with an exception */
+static int
+tun_mss(const struct chunk *ch, struct tframe *t, PyObject *key)
+{
+    if (ch->cfg_mss) {
+        t->mss = ch->cfg_mss;
+        t->how = SRC_OPTION;
         return 1;
-    Py_ssize_t plen = get16(d + off + 4);
-    int nh = d[off + 6];
-    if (plen == 0 || nh == 0 || nh == 43 || nh == 60)
-        return 0;
-    if (nh == 44 || off + 40 + plen > cap || nh != 6)
-        return 1;                   /* FRAGMENT, BAD_LENGTH, not TCP */
-    *l4off = off + 40;
-    *l4len = plen;
-    return 2;
+    }
+    PyObject *fl = PyDict_GetItemWithError(ch->flows, key);
+    if (fl == NULL && PyErr_Occurred())
+        return -1;
+    long m = fl ? flow_attr(fl, "syn_mss") : 0;
+    if (m == -1 && PyErr_Occurred())
+        return -1;
+    if (fl && m - (t->thl - 20) >= TCP_MIN_GSO_SIZE) {
+        t->mss = m - (t->thl - 20);
+        t->how = SRC_OWN_SYN;
+        return 1;
+    }
+    t->mss = ch->mtu - (t->l4off + t->thl - 14);
+    t->how = SRC_MTU;
+    return t->mss >= TCP_MIN_GSO_SIZE;
 }
 
-/* where udp_tunnel_idle found an inner TCP segment with payload */
-struct inner_tcp {
-    Py_ssize_t off, l4off, thl, P;      /* inner IP, TCP header, payload */
-    unsigned et;                        /* inner EtherType */
-};
-
-/* pcapgro/gso/tunnel.py locate + split up to its first decision, for a
- * VXLAN (4789, 8472) or Geneve (6081) frame no longer than the MTU, UDP
- * header at u: TUN_SMALL when split returns None without touching flow
- * state (no tunnel it knows, no inner TCP, an inner TCP header without
- * SYN and payload: nothing to cut, no MSS to note), TUN_DATA for an
- * inner TCP segment with payload and no SYN (*it: where), else
- * TUN_DECIDE */
+/* tunnel.py split after locate: the inner IP and TCP headers (a
+ * GSO_PARTIAL frame's TCP length from the frame), an inner SYN's MSS
+ * noted, the segment size, and whether it is cut (TUN_CUT), not cut
+ * (`none`: the reason the engine passes it for), passed as
+ * PASS_RECORD_LENGTHS, or left to the engine (TUN_DECIDE); -1 with an
+ * exception */
 static int
-udp_tunnel_idle(const unsigned char *d, Py_ssize_t cap, Py_ssize_t u, unsigned dport,
-                struct inner_tcp *it)
+tun_split(const struct chunk *ch, struct tframe *t, int none)
 {
-    Py_ssize_t h = u + 8, off, mac = -1, l4off, l4len;
-    if (cap < h + 8)
-        return TUN_SMALL;
-    unsigned et;
-    if (dport != 6081) {
-        mac = h + 8;                                    /* VXLAN */
-    } else {
-        Py_ssize_t hl = 8 + (Py_ssize_t)(d[h] & 0x3F) * 4;
-        et = get16(d + h + 2);
-        if (d[h] >> 6)
-            return TUN_SMALL;
-        if (et == 0x6558)
-            mac = h + hl;
-        else if (et != 0x0800 && et != 0x86DD)
-            return TUN_SMALL;
-        off = h + hl;
+    int r = inner_l3(t);
+    if (r != 1)
+        return r ? r : none;
+    int big = t->end - 14 > ch->mtu;
+    if (big && t->l4off + t->l4len < t->end) {
+        if (t->end - 14 > GSO_MAX_SIZE)
+            return PASS_RECORD_LENGTHS;                 /* no skb GSO is handed is that long */
+        t->l4len = t->end - t->l4off;                   /* GSO_PARTIAL */
     }
-    if (mac >= 0) {
-        if (cap < mac + 14)
-            return TUN_SMALL;
-        et = get16(d + mac + 12);
-        if (et != 0x0800 && et != 0x86DD)
-            return TUN_SMALL;
-        off = mac + 14;
-    }
-    int r = inner_l3(d, cap, off, et, &l4off, &l4len);
-    if (r != 2)
-        return r ? TUN_SMALL : TUN_DECIDE;
-    if (cap < l4off + 20)
-        return TUN_SMALL;                               /* tcp.parse: TRUNCATED */
-    Py_ssize_t thl = (Py_ssize_t)(d[l4off + 12] >> 4) << 2;
-    if (thl < 20 || l4len < thl || cap < l4off + thl)
-        return TUN_SMALL;
-    if (d[l4off + 13] & 0x02)
-        return TUN_DECIDE;                              /* a SYN's MSS */
-    if (l4len == thl)
-        return TUN_SMALL;
-    it->off = off;
-    it->l4off = l4off;
-    it->thl = thl;
-    it->P = l4len - thl;
-    it->et = et;
-    return TUN_DATA;
-}
-
-/* tunnel.py split's size rule for an inner TCP segment with payload no
- * longer than the MTU (TUN_DATA): with --mss it is cut when longer,
- * else only when its flow (key (section, 0, kind, src, dst, sport,
- * dport)) noted a SYN's MSS option it exceeds (tunnel._mss, OWN_SYN; the
- * MTU rule does not cut a frame that fits); TUN_SMALL when not cut,
- * TUN_DECIDE when cut, -1 with an exception */
-static int
-inner_data_fits(const struct chunk *ch, const unsigned char *d, unsigned dport,
-                const struct inner_tcp *it)
-{
-    if (ch->cfg_mss)
-        return it->P > ch->cfg_mss ? TUN_DECIDE : TUN_SMALL;
-    int v4 = it->et == 0x0800;
-    const unsigned char *a = d + it->off + (v4 ? 12 : 8), *th = d + it->l4off;
-    Py_ssize_t alen = v4 ? 4 : 16;
-    PyObject *key = Py_BuildValue("(OOsy#y#ll)", ch->sec, ch->zero,
-                                  dport == 6081 ? "geneve" : "vxlan", a, alen, a + alen, alen,
-                                  (long)get16(th), (long)get16(th + 2));
+    const unsigned char *th = t->d + t->l4off;
+    if (t->cap < t->l4off + 20)
+        return none;                                    /* tcp.parse: TRUNCATED */
+    t->thl = (Py_ssize_t)(th[12] >> 4) << 2;
+    if (t->thl < 20 || t->l4len < t->thl || t->cap < t->l4off + t->thl)
+        return none;
+    t->P = t->l4len - t->thl;
+    if (!(th[13] & TCP_SYN) && (t->P == 0 || (th[13] & TCP_RST)))
+        return none;                                    /* nothing to cut, no MSS to note */
+    PyObject *key = tun_key(ch, t);
     if (key == NULL)
         return -1;
-    PyObject *fl = PyDict_GetItemWithError(ch->flows, key);
+    unsigned m = th[13] & TCP_SYN ? syn_mss(th, t->thl) : 0;
+    r = m && note_syn(ch, key, m) < 0 ? -1 : tun_mss(ch, t, key);
     Py_DECREF(key);
-    if (fl == NULL)
-        return PyErr_Occurred() ? -1 : TUN_SMALL;
-    long m = flow_attr(fl, "syn_mss");
-    if (m < 0 && PyErr_Occurred())
-        return -1;
-    m -= (long)it->thl - 20;
-    return m >= TCP_MIN_GSO_SIZE && it->P > m ? TUN_DECIDE : TUN_SMALL;
+    if (r <= 0)
+        return r < 0 ? -1 : none;
+    Py_ssize_t first = t->l4off + t->thl + (t->mss < t->P ? t->mss : t->P);
+    if (t->P <= t->mss || (th[13] & (TCP_SYN | TCP_RST)) || (!big && t->how == SRC_MTU))
+        return none;                                    /* not a super-frame */
+    if (first - 14 - (t->ofamily == 4 ? 0 : 40) > 0xFFFF
+            || (t->kind <= KIND_GENEVE && first - t->tun_off > 0xFFFF)
+            || first - t->off - (t->ifamily == 4 ? 0 : 40) > 0xFFFF)
+        return none;                                    /* a length field would overflow */
+    return TUN_CUT;
 }
 
-/* a tunnelled record engine.GSOSplitter.split passes unchanged without
- * changing flow state (the compiled loop copies it): untagged Ethernet,
- * captured in full, outer IP as outer_l3 takes it, at most the MTU,
- * carrying GRE, IPIP or SIT without --mss (TUN_NO_HANDLER: split cuts
- * only frames over the MTU), or UDP to a VXLAN / Geneve port, not over
- * --gso-size (gso_size; -1: none), that udp_tunnel_idle finds idle or
- * inner_data_fits lets through (TUN_SMALL, GSOSplitter._udp); TUN_DECIDE
- * for everything else, -1 with an exception */
+/* a record (frame d, cap bytes of orig) as engine.GSOSplitter.split
+ * decides it when it is tunnelled (the outer shapes outer_l3 takes): a
+ * PASS_* reason, TUN_CUT (*t filled in), TUN_DECIDE (the engine
+ * decides: other frames), -1 with an exception.  GSOSplitter._udp for
+ * UDP to a VXLAN / Geneve port (passed "small" when tunnel.split does
+ * not cut it and it is no larger than the MTU nor --gso-size, else
+ * "tunnel"); GSOSplitter.split / _tunnel for GRE, IPIP, SIT, IP4IP6,
+ * IP6IP6 (cut only when over the MTU or with --mss, else passed
+ * "no_handler"; "tunnel" when over the MTU and not cut) */
 static int
-tunnel_pass(const struct chunk *ch, const unsigned char *d, uint32_t cap, uint32_t orig)
+tunnel_frame(const struct chunk *ch, const unsigned char *d, uint32_t cap, uint32_t orig,
+             struct tframe *t)
 {
-    Py_ssize_t l4off, l4len;
-    int proto;
-    if (cap != orig || (Py_ssize_t)cap - 14 > ch->mtu || !outer_l3(d, cap, &l4off, &l4len, &proto))
+    t->d = d;
+    t->cap = cap;
+    t->end = orig;
+    if (!outer_l3(t))
         return TUN_DECIDE;
-    if (proto == 47 || proto == 4 || proto == 41)
-        return ch->cfg_mss ? TUN_DECIDE : TUN_NO_HANDLER;
-    if (proto != 17 || (Py_ssize_t)cap < l4off + 8 || l4len < 8)
-        return TUN_DECIDE;
-    unsigned dport = get16(d + l4off + 2);
+    int big = (t->ohl + t->ol4len > orig - 14 ? t->ohl + t->ol4len : orig - 14) > ch->mtu;
+    if (t->oproto != 17) {
+        if (!big && !ch->cfg_mss)
+            return PASS_NO_HANDLER;
+        return tun_locate(t) ? tun_split(ch, t, big ? PASS_TUNNEL : PASS_NO_HANDLER)
+                             : (big ? PASS_TUNNEL : PASS_NO_HANDLER);
+    }
+    if ((Py_ssize_t)cap < t->ol4off + 8)
+        return PASS_TRUNCATED;
+    if (t->ol4len < 8)
+        return PASS_BAD_LENGTH;
+    unsigned dport = get16(d + t->ol4off + 2);
     if (dport != 4789 && dport != 8472 && dport != 6081)
-        return TUN_DECIDE;
-    if (ch->gso_size >= 0 && l4len - 8 > ch->gso_size)
-        return TUN_DECIDE;
-    struct inner_tcp it;
-    int r = udp_tunnel_idle(d, cap, l4off, dport, &it);
-    return r == TUN_DATA ? inner_data_fits(ch, d, dport, &it) : r;
+        return TUN_DECIDE;                              /* plain UDP */
+    if (ch->gso_size >= 0 && t->ol4len - 8 > ch->gso_size)
+        big = 1;
+    int none = big ? PASS_TUNNEL : PASS_SMALL;
+    return tun_locate(t) ? tun_split(ch, t, none) : none;
+}
+
+/* the segments of a tunnelled super-frame tunnel_frame cut (*t), as
+ * GSOSplitter._emit_raw lays them out with the compiled segmenter: the
+ * inner TCP as write_segment cuts it, every outer header fixed
+ * (fix_outer); time ts, the next record's next (-1: none); its
+ * (key, n, source, size) appended to ch->aggs; 0, or -1 with an
+ * exception */
+static int
+tun_cut(struct chunk *ch, const struct tframe *t, long long ts, long long next)
+{
+    const unsigned char *d = t->d;
+    struct cut c;
+    struct outer o;
+    c.d = d;
+    c.h3 = d + t->off;
+    c.l3off = t->off;
+    c.hl = t->ihl;
+    c.thl = t->thl;
+    c.family = t->ifamily;
+    c.proto = 6;
+    c.ipid = t->iipid;
+    c.fixed_id = ch->fixed_id;
+    c.swap = ch->swap;
+    c.mul = ch->mul;
+    c.P = t->P;
+    c.mss = t->mss;
+    c.n = (t->P + t->mss - 1) / t->mss;
+    c.poff = t->l4off + t->thl;
+    c.cap_pay = t->cap - c.poff < t->P ? t->cap - c.poff : t->P;
+    Py_ssize_t alen = t->ifamily == 4 ? 4 : 16;
+    c.psum = 6 + be_sum(d + t->off + (t->ifamily == 4 ? 12 : 8), alen) + be_sum(t->pdst, alen);
+    c.ts = ts;
+    c.step = seg_step(ch, c.poff + (t->mss < t->P ? t->mss : t->P), c.n, ts, next);
+    memcpy(c.l4, d + t->l4off, t->thl);
+    c.seq0 = ((uint32_t)c.l4[4] << 24) | ((uint32_t)c.l4[5] << 16) | ((uint32_t)c.l4[6] << 8)
+             | c.l4[7];
+    c.flags0 = c.l4[13];
+    o.l3off = 14;
+    o.hl = t->ohl;
+    o.family = t->ofamily;
+    o.ipid = t->oipid;
+    o.tun_off = t->tun_off;
+    o.csum_at = t->csum_at;
+    o.udp = t->kind <= KIND_GENEVE;
+    o.psum = o.udp ? 17 + be_sum(d + (t->ofamily == 4 ? 26 : 22), t->ofamily == 4 ? 8 : 32) : 0;
+    return write_cut(ch, &c, &o, tun_key(ch, t), t->how);
 }
 
 /* a record's time in ns (RecordChunk.columns: sec * 1e9 + fraction * mul) */
@@ -971,30 +1271,70 @@ rec_time(const unsigned char *h, int swap, long long mul)
 
 PyDoc_STRVAR(split_chunk_doc,
 "split_chunk(out, buf, recs, start, swap, mul, mtu, complete, mss, mtu_explicit,\n"
-"            fixed_id, link_rate, flows, section, flow_cls[, gso_size])\n"
-"    -> (end, nrec, maxcap, last_ts, npassed, nseg, ncut, aggs, nnohandler)\n\n"
+"            fixed_id, link_rate, flows, section, flow_cls[, gso_size[, tail]])\n"
+"    -> (end, nrec, maxcap, last_ts, npassed, nseg, ncut, aggs, tunnel_passes)\n\n"
 "The records of a pcap chunk (``buf``, record header offsets ``recs``)\n"
 "from index ``start`` that split handles without a\n"
 "Packet, appended to bytearray ``out`` as pcap records (``swap``: headers\n"
 "in the other byte order; ``mul``: ns per fraction unit): those\n"
-"pcapgro/gso/engine.py passes with no flow state are copied (tunnelled\n"
-"frames too: GRE / IPIP / SIT no larger than the MTU without --mss, counted\n"
-"in ``nnohandler``; VXLAN / Geneve ones whose inner TCP has no payload and\n"
-"no SYN, not over ``gso_size`` (-1: none)), and so are\n"
+"pcapgro/gso/engine.py passes with no flow state are copied, and so are\n"
 "the data segments it passes with flow state only (_fast_small_tcp4: no\n"
-"larger than the MTU and the segment size; the flow's largest raised), untagged\n"
-"Ethernet / IPv4 / TCP super-frames with a known next time (not the\n"
-"chunk's last record) are cut as the general path (the Python reference,\n"
-"engine.GSOSplitter.split) cuts them:\n"
+"larger than the MTU and the segment size; the flow's largest raised);\n"
+"untagged Ethernet / IPv4 / TCP super-frames are cut as the general path\n"
+"(the Python reference, engine.GSOSplitter.split) cuts them:\n"
 "segment size from ``mss`` (0: none), the flows dict ``flows`` (keys\n"
 "(section, 0, src, dst, sport, dport), values flow_cls() objects with\n"
 "syn_mss and largest; a new flow is added) and ``mtu``; timestamps\n"
-"spread at ``link_rate`` bit/s.  Stops at the first record it does not\n"
+"spread at ``link_rate`` bit/s.  Tunnelled records (untagged Ethernet,\n"
+"outer IPv4 or IPv6 without extension headers, VXLAN, Geneve, GRE, IPIP,\n"
+"SIT, IP4IP6, IP6IP6) are decided as engine.GSOSplitter.split and\n"
+"gso/tunnel.py split decide them (an inner SYN's MSS noted in the flow\n"
+"(section, 0, kind, src, dst, sport, dport); ``gso_size``: -1 none): cut\n"
+"with every outer header fixed, or copied, counted per reason in\n"
+"``tunnel_passes`` (small, no_handler, tunnel, record_lengths,\n"
+"truncated, bad_length).  A super-frame that is the last record waits\n"
+"for the next record's time: ``tail`` is that time (ns), -1 when there\n"
+"is none (end of input), -2 (the default) when it is not known yet: the\n"
+"loop stops before it.  Stops at the first record it does not\n"
 "handle.  Returns the index it stopped at, records written, the largest\n"
 "captured length, the time of the last record written (-1: none), the\n"
-"records passed, the segments made (of those not all captured: 0 here)\n"
+"plain records passed, the segments made (of those not all captured)\n"
 "and a list (key, n, source code, size) per super-frame cut (the\n"
 "statistics are kept in Python).");
+
+/* one record of split_chunk's loop (header at buf + r, its frame d; the
+ * record after it at r2, -1: none, then `tail` its time): 1 handled, 0
+ * not (the loop stops), -1 with an exception */
+static int
+chunk_record(struct chunk *ch, const unsigned char *buf, Py_ssize_t r, Py_ssize_t r2,
+             long long tail)
+{
+    uint32_t cap = get32h(buf + r + 8, ch->swap), orig = get32h(buf + r + 12, ch->swap);
+    const unsigned char *d = buf + r + 16;
+    long long ts = rec_time(buf + r, ch->swap, ch->mul);
+    long long next = r2 >= 0 ? rec_time(buf + r2, ch->swap, ch->mul) : tail;
+    if (stateless_pass(d, cap, orig, ch->mtu, ch->complete)) {
+        ch->npassed++;
+        return copy_record(ch, buf + r, cap, ts) < 0 ? -1 : 1;
+    }
+    struct tframe t;
+    int tp = tunnel_frame(ch, d, cap, orig, &t);
+    if (tp == -1)
+        return -1;
+    if (tp == TUN_CUT)
+        return next == -2 ? 0 : tun_cut(ch, &t, ts, next) < 0 ? -1 : 1;
+    if (tp >= 0) {
+        ch->npass[tp]++;
+        return copy_record(ch, buf + r, cap, ts) < 0 ? -1 : 1;
+    }
+    int sm = small_tcp4(ch, buf + r, d, cap, orig);
+    if (sm) {
+        if (sm > 0)
+            ch->last_ts = ts;
+        return sm;
+    }
+    return next == -2 ? 0 : super_tcp4(ch, d, cap, orig, ts, next);
+}
 
 static PyObject *
 split_chunk(PyObject *self, PyObject *args)
@@ -1002,16 +1342,17 @@ split_chunk(PyObject *self, PyObject *args)
     Py_buffer b;
     PyObject *recs, *res = NULL;
     Py_ssize_t start;
+    long long tail = -2;
     struct chunk ch;
     memset(&ch, 0, sizeof ch);
     ch.gso_size = -1;
-    if (!PyArg_ParseTuple(args, "Oy*O!niLnpnppLO!OO|n", &ch.out, &b, &PyList_Type, &recs,
+    if (!PyArg_ParseTuple(args, "Oy*O!niLnpnppLO!OO|nL", &ch.out, &b, &PyList_Type, &recs,
                           &start, &ch.swap, &ch.mul, &ch.mtu,
                           &ch.complete, &ch.cfg_mss, &ch.mtu_explicit, &ch.fixed_id, &ch.rate,
-                          &PyDict_Type, &ch.flows, &ch.sec, &ch.flow_cls, &ch.gso_size))
+                          &PyDict_Type, &ch.flows, &ch.sec, &ch.flow_cls, &ch.gso_size, &tail))
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(recs), i = start;
-    if (!PyByteArray_Check(ch.out) || ch.mul < 1 || ch.rate < 0) {
+    if (!PyByteArray_Check(ch.out) || ch.mul < 1 || ch.rate < 0 || tail < -2) {
         PyErr_SetString(PyExc_ValueError, "split_chunk: bad arguments");
         goto fail;
     }
@@ -1021,51 +1362,32 @@ split_chunk(PyObject *self, PyObject *args)
     ch.aggs = PyList_New(0);
     if (ch.zero == NULL || ch.aggs == NULL)
         goto fail;
-    const unsigned char *buf = b.buf;
     for (; i < n; i++) {
-        Py_ssize_t r = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i));
+        Py_ssize_t r = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i)), r2 = -1;
         if (r < 0 || r + 16 > b.len) {
             PyErr_Clear();
             break;
         }
-        uint32_t cap = get32h(buf + r + 8, ch.swap), orig = get32h(buf + r + 12, ch.swap);
-        const unsigned char *d = buf + r + 16;
-        if (r + 16 + (Py_ssize_t)cap > b.len)
+        if (r + 16 + (Py_ssize_t)get32h((const unsigned char *)b.buf + r + 8, ch.swap) > b.len)
             break;
-        long long ts = rec_time(buf + r, ch.swap, ch.mul);
-        int tp = stateless_pass(d, cap, orig, ch.mtu, ch.complete) ? TUN_SMALL
-                                                                   : tunnel_pass(&ch, d, cap, orig);
-        if (tp < 0 || (tp && copy_record(&ch, buf + r, cap, ts) < 0))
-            goto fail;
-        if (tp) {
-            *(tp == TUN_NO_HANDLER ? &ch.nnohandler : &ch.npassed) += 1;
-            continue;
+        if (i + 1 < n) {
+            r2 = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i + 1));
+            if (r2 < 0 || r2 + 16 > b.len) {
+                PyErr_Clear();
+                break;
+            }
         }
-        int sm = small_tcp4(&ch, buf + r, d, cap, orig);
-        if (sm < 0)
+        int h = chunk_record(&ch, b.buf, r, r2, tail);
+        if (h < 0)
             goto fail;
-        if (sm) {
-            ch.last_ts = ts;
-            continue;
-        }
-        if (i + 1 >= n)
-            break;
-        Py_ssize_t r2 = PyLong_AsSsize_t(PyList_GET_ITEM(recs, i + 1));
-        if (r2 < 0 || r2 + 16 > b.len) {
-            PyErr_Clear();
-            break;
-        }
-        long long next = rec_time(buf + r2, ch.swap, ch.mul);
-        int s = super_tcp4(&ch, d, cap, orig, ts, next);
-        if (s < 0)
-            goto fail;
-        if (!s)
+        if (!h)
             break;
     }
     if (PyByteArray_Resize(ch.out, ch.used) < 0)
         goto fail;
-    res = Py_BuildValue("nnnLnnnOn", i, ch.nrec, ch.maxcap, ch.last_ts, ch.npassed, ch.nseg,
-                        ch.ncut, ch.aggs, ch.nnohandler);
+    res = Py_BuildValue("nnnLnnnO(nnnnnn)", i, ch.nrec, ch.maxcap, ch.last_ts, ch.npassed,
+                        ch.nseg, ch.ncut, ch.aggs, ch.npass[0], ch.npass[1], ch.npass[2],
+                        ch.npass[3], ch.npass[4], ch.npass[5]);
 fail:
     if (res == NULL && ch.alloc > ch.used)
         PyByteArray_Resize(ch.out, ch.used);     /* what was written stays valid */

@@ -23,9 +23,10 @@ __all__ = ["transform_batches"]
 BATCH = 1024
 
 
-def _flatten(batches):
+def _flatten(batches, sp):
     for b in batches:
         if getattr(b, "lazy", False):
+            sp.py_records += len(b)
             yield from cseg.chunk_packets(b)
         else:
             yield from b
@@ -58,7 +59,7 @@ def transform_batches(sp, batches):
         everything before the damage has been yielded.
     """
     if not (sp.raw_out and cseg.available()):
-        yield from _lists(sp.process(_flatten(batches)))
+        yield from _lists(sp.process(_flatten(batches, sp)))
         return
     _stream.keep_heap()
     st = _RawState(sp)
@@ -93,6 +94,10 @@ class _RawState:
         self.sp = sp
         self.held = None        # Packet whose split waits for the next time
         self.held_rec = None    # (memoryview, data offset) of its verbatim record
+        self.held_lazy = False  # it is a record of a RecordChunk (sp.py_records)
+        # or: a chunk's last record, for the compiled loop once the next
+        # time is known: (chunk_run function, RecordChunk, index)
+        self.held_c = None
         self.rec = None         # cseg.RecordOut (also sp._rec) while records are laid out
         self.fmt = None         # (byteorder, ns per fraction unit) of the chunks
         self.out = []
@@ -114,10 +119,29 @@ class _RawState:
         self.rec = None
         self.sp._rec = None
 
+    def _held_c(self, next_ts):
+        """The held chunk record through the compiled loop (its next
+        record at ``next_ts``, None: none); when the loop does not take
+        it, it becomes the held Packet."""
+        run, lb, i = self.held_c
+        self.held_c = None
+        r = self.rec
+        if r is not None and (r.swap, r.mul) == run.fmt and run.one(
+                r, i, -1 if next_ts is None else next_ts):
+            return True
+        s, cap, orig, ts = cseg.chunk_records(lb)(i)
+        self.held = Packet(ts, bytes(lb.buf[s:s + cap]), orig, 0, lb.linktype, None)
+        self.held_rec = None
+        self.held_lazy = True
+        return False
+
     def _emit(self, next_ts):
         """Split the held packet (into the record buffer when one is open)."""
+        if self.held_c is not None and self._held_c(next_ts):
+            return
         p = self.held
         self.held = None
+        self.sp.py_records += self.held_lazy
         res = self.sp.split(p, next_ts)
         if res is _RAW:
             return
@@ -131,47 +155,58 @@ class _RawState:
             for q in res:
                 r.packet(q)
 
+    def _pending(self):
+        return self.held is not None or self.held_c is not None
+
     def chunk(self, lb):
         """Split every record of RecordChunk ``lb``: runs of records the
         compiled loop handles (:meth:`GSOSplitter._chunk_run`) go straight
         into the record buffer, each other record through
         :meth:`GSOSplitter.split` as a Packet (its header read alone:
-        :func:`cseg.chunk_records`)."""
+        :func:`cseg.chunk_records`); the chunk's last record, when the
+        loop stops there, waits for the next record's time and is offered
+        to the compiled loop again then (``held_c``)."""
         at = cseg.chunk_records(lb)
         n = len(lb)
         # the packet held over from the last chunk is split into this
         # chunk's records (the compiled segmenter: same bytes)
         self.fmt = (lb.byteorder, lb.mul)
         self._open(*self.fmt)
-        if self.held is not None:
+        if self._pending():
             self._emit(at(0)[3] if n else None)
         run = self.sp._chunk_run(lb)    # None: not untagged Ethernet, an FCS, ...
         mv = memoryview(lb.buf)
         lt = lb.linktype
         i = 0
         while i < n:
-            if self.held is not None:
+            if self._pending():
                 self._emit(at(i)[3])
             if run is not None:
                 i = run(i, self.rec)
                 if i >= n:
                     break
+                if i == n - 1:
+                    self.held_c = (run, lb, i)
+                    break
             s, cap, orig, ts = at(i)
             self.held = Packet(ts, mv[s:s + cap].tobytes(), orig, 0, lt, None)
             self.held_rec = (mv, s)
+            self.held_lazy = True
             i += 1
-        # the reader may reuse the chunk's buffer: the held record is
-        # encoded, not copied, when it is split later
+        # the held Packet is encoded, not copied from the chunk, when it is
+        # split later (held_c keeps its chunk: the reader never modifies a
+        # RecordChunk's buffer)
         self.held_rec = None
 
     def event(self, ev):
         """One event of a list batch."""
         if type(ev) is Packet:
-            if self.held is not None:
+            if self._pending():
                 self._emit(ev.ts)
             self._close()
             self.held = ev
             self.held_rec = None
+            self.held_lazy = False
             return
         self.flush()
         self._close()
@@ -180,7 +215,7 @@ class _RawState:
     def flush(self):
         """Split the held packet, with no next time known (into records of
         the last chunk's format, when there was one)."""
-        if self.held is not None:
+        if self._pending():
             if self.fmt is not None and self.rec is None:
                 self._open(*self.fmt)
             self._emit(None)

@@ -7,8 +7,11 @@ reader's chunks of records go in whole (``RecordChunk``) and out go
 :class:`~pcapgro.record.RawRecords`: records passed unchanged are copied
 verbatim, and the segments of a super-frame are laid out by the compiled
 segmenter straight into the output buffer (no Packet object per segment).
-Every decision (which packets are split, the segment size, timestamps,
-statistics) is the Python engine's (:mod:`pcapgro.gso.engine`); the C code
+The decisions (which packets are split, the segment size, timestamps,
+statistics) are the Python engine's (:mod:`pcapgro.gso.engine`,
+:mod:`pcapgro.gso.tunnel`: the reference), made again in C by the
+compiled chunk loop (:func:`chunk_run`) for the records it takes (plain
+Ethernet / IPv4 / TCP and tunnelled frames); the C code
 writes the same bytes as :func:`pcapgro.gso.tcp.segment` /
 :func:`pcapgro.gso.udp.segment` (tests/test_gso_cseg.py runs both), and,
 for a TCP super-frame inside a tunnel (VXLAN, Geneve, GRE, IPIP, SIT,
@@ -26,7 +29,7 @@ import struct
 
 from ..checksum import pseudo_sum_v4, pseudo_sum_v6
 from ..record import RawRecords
-from .reasons import SizeSource
+from .reasons import Pass, SizeSource
 
 NATIVE_BO = "<" if __import__("sys").byteorder == "little" else ">"
 
@@ -176,16 +179,22 @@ class RecordOut:
 # split_chunk's size source codes (pcapgro/_gso.c, enum SRC_*)
 _SOURCES = (SizeSource.OPTION, SizeSource.SYN, SizeSource.OWN_SYN, SizeSource.LARGEST,
             SizeSource.MTU)
+# split_chunk's pass reasons of tunnelled records (pcapgro/_gso.c, enum PASS_*)
+_PASSES = (Pass.SMALL, Pass.NO_HANDLER, Pass.TUNNEL, Pass.RECORD_LENGTHS, Pass.TRUNCATED,
+           Pass.BAD_LENGTH)
 
 
 def chunk_run(lb, cfg, flows, section, flow_cls, count):
-    """``f(i, rec) -> end``: the compiled loop ``_gso.split_chunk`` over
-    RecordChunk ``lb`` from record ``i``, its output
-    records appended to RecordOut ``rec``, its statistics handed to
-    ``count(npassed, nseg, ncut, aggs)`` (see
-    ``GSOSplitter._chunk_run``); ``cfg``: the GSOConfig, ``flows`` the
-    splitter's TCP flow dict (``flow_cls()`` makes a new entry); ``count``
-    also gets the tunnelled records passed "no_handler"."""
+    """``f(i, rec, tail=-2) -> end``: the compiled loop ``_gso.split_chunk``
+    over RecordChunk ``lb`` from record ``i``, its output records appended
+    to RecordOut ``rec``, its statistics handed to ``count(npassed, nseg,
+    ncut, aggs, passes)`` (see ``GSOSplitter._count_chunk``); ``cfg``:
+    the GSOConfig, ``flows`` the splitter's flow dict (``flow_cls()``
+    makes a new entry); ``tail``: the time (ns) of the record after the
+    chunk's last (-1: none, the end of the input; -2: not known yet, the
+    loop stops before a last record it would cut).  ``f.one(rec, i,
+    tail)``: record ``i`` alone, its next record's time ``tail``
+    (-1: none): True when the compiled loop took it."""
     run = _gso.split_chunk
     buf, recs, swap = lb.buf, lb.recs, lb.byteorder != NATIVE_BO
     if type(recs) is not list:
@@ -195,19 +204,30 @@ def chunk_run(lb, cfg, flows, section, flow_cls, count):
     explicit, fixed, rate = cfg.mtu_explicit, cfg.fixed_id, cfg.link_rate
     sec = section
     src = _SOURCES
+    why = _PASSES
 
-    def f(i, rec):
-        end, nrec, maxcap, ts, npassed, nseg, ncut, aggs, nnohandler = run(
+    def g(i, rec, tail, recs):
+        end, nrec, maxcap, ts, npassed, nseg, ncut, aggs, passes = run(
             rec.buf, buf, recs, i, swap, mul, mtu, complete, mss, explicit, fixed, rate,
-            flows, sec, flow_cls, gso)
+            flows, sec, flow_cls, gso, tail)
         if nrec:
             rec.n += nrec
             rec.ts = ts
             if maxcap > rec.maxcap:
                 rec.maxcap = maxcap
             count(npassed, nseg, ncut, [(k, n, src[h], m) for k, n, h, m in aggs],
-                  nnohandler)
+                  [(why[j], c) for j, c in enumerate(passes) if c])
         return end
+
+    def f(i, rec, tail=-2):
+        return g(i, rec, tail, recs)
+
+    def one(rec, i, tail):
+        return g(0, rec, tail, [recs[i]]) == 1
+    # (no reference back to f: no cycle keeping the chunk alive until a
+    # garbage collection)
+    f.one = one
+    f.fmt = (swap, mul)
     return f
 
 

@@ -86,6 +86,16 @@ def _flow_name(l3, sport, dport):
     return f"{a}:{sport} > {b}:{dport}"
 
 
+def _key_name(key):
+    """:func:`_flow_name` of a flow key (section, iface, [tunnel kind,]
+    src, dst, sport, dport)."""
+    a = ipaddress.ip_address(bytes(key[-4]))
+    b = ipaddress.ip_address(bytes(key[-3]))
+    if a.version == 6:
+        return f"[{a}]:{key[-2]} > [{b}]:{key[-1]}"
+    return f"{a}:{key[-2]} > {b}:{key[-1]}"
+
+
 class GSOSplitter:
     """Linux GSO/TSO over a stream of capture events.
 
@@ -120,6 +130,10 @@ class GSOSplitter:
         # records itself, segments through the compiled segmenter
         self.raw_out = False
         self._rec = None         # the cseg.RecordOut being filled, in that mode
+        # records of lazy chunks (classic pcap) that split() decided, the
+        # Python reference: all of them without the compiled loop, only
+        # those it leaves with it (0 when it took every one: tests)
+        self.py_records = 0
 
     # ------------------------------------------------------------------ API
 
@@ -191,33 +205,37 @@ class GSOSplitter:
         """For the record path: ``f(i, rec) -> end``, which lays out into
         the :class:`~pcapgro.gso.cseg.RecordOut` ``rec`` the records of
         RecordChunk ``lb`` from ``i`` on that the compiled loop handles
-        (``split_chunk`` in pcapgro/_gso.c: pure ACKs and the like, tunnelled
-        frames passed without flow state (GRE / IPIP / SIT under the MTU,
-        VXLAN / Geneve carrying no inner TCP payload or SYN), and data
-        segments :meth:`_fast_small_tcp4` passes, copied verbatim,
-        untagged Ethernet / IPv4 / TCP super-frames cut with the
-        size :meth:`_tcp` would choose, the same bytes, statistics and
-        flow state as :meth:`split`), stopping at the first record it does
-        not (that one goes through :meth:`split`); None when it cannot be
-        used (no extension, another link type, an FCS, the flat path
-        off)."""
+        (``split_chunk`` in pcapgro/_gso.c: pure ACKs and the like and
+        data segments :meth:`_fast_small_tcp4` passes, copied verbatim;
+        untagged Ethernet / IPv4 / TCP super-frames cut with the size
+        :meth:`_tcp` would choose; tunnelled frames (VXLAN, Geneve, GRE,
+        IPIP, SIT, IP4IP6, IP6IP6 under untagged Ethernet, the outer IP
+        without extension headers) decided as :meth:`split` and
+        :func:`tunnel.split` decide them, cut or copied: the same bytes,
+        statistics and flow state as :meth:`split`), stopping at the
+        first record it does not (that one goes through :meth:`split`);
+        ``f.one(rec, i, next_ts)`` takes record ``i`` alone (see
+        :func:`cseg.chunk_run`).  None when it cannot be used (no
+        extension, another link type, an FCS, the flat path off)."""
         cfg = self.cfg
         if (not self.fast_path or lb.linktype != 1 or self.fcs.get(0)[0]
                 or not cseg.available() or type(cfg.link_rate) is not int):
             return None
         return cseg.chunk_run(lb, cfg, self.flows, self.section, _Flow, self._count_chunk)
 
-    def _count_chunk(self, npassed, nseg, ncut, aggs, nnohandler=0):
+    def _count_chunk(self, npassed, nseg, ncut, aggs, passes=()):
         """Statistics of what one compiled run did: ``npassed`` packets
-        passed (small), ``nnohandler`` tunnelled ones passed (no_handler),
-        super-frames ``aggs`` (``(flow key, n, SizeSource, size)`` each)
-        cut into ``nseg`` segments (``ncut`` not all captured)."""
+        passed (small), ``passes`` tunnelled ones passed (``(Pass,
+        packets)`` each), super-frames ``aggs`` (``(flow key, n,
+        SizeSource, size)`` each; a tunnelled one's key names the tunnel
+        kind) cut into ``nseg`` segments (``ncut`` not all captured)."""
         st = self.stats
-        st.packets += npassed + nnohandler + len(aggs)
+        st.packets += npassed + len(aggs)
         if npassed:
             st.passed[Pass.SMALL] += npassed
-        if nnohandler:
-            st.passed[Pass.NO_HANDLER] += nnohandler
+        for reason, k in passes:
+            st.packets += k
+            st.passed[reason] += k
         if not aggs:
             return
         st.split += len(aggs)
@@ -230,9 +248,7 @@ class GSOSplitter:
             fkey = ("tcp",) + key
             fs = flows.get(fkey)
             if fs is None:
-                a = ipaddress.ip_address(key[2])
-                b = ipaddress.ip_address(key[3])
-                fs = flows[fkey] = FlowStats(f"{a}:{key[4]} > {b}:{key[5]}", "tcp")
+                fs = flows[fkey] = FlowStats(_key_name(key), "tcp")
             fs.split += 1
             fs.segments += n
             fs.sources[src] += 1

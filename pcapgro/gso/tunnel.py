@@ -17,11 +17,17 @@ lengths of one segment while the frame holds many) is recognised from the
 frame length: the inner TCP length is taken from the frame, not the
 headers, once the frame is longer than the MTU.
 
-On split's record path (classic pcap in and out) the segments are laid
-out by the compiled segmenter (pcapgro/_gso.c segment() with its outer
-headers: :func:`pcapgro.gso.cseg.tunnel_outer`), the same bytes as
-:func:`pcapgro.gso.tcp.segment` + :func:`_fix_outer` here write;
-the decisions above stay in this module.
+This module is the readable reference.  On split's record path (classic
+pcap in and out, untagged Ethernet) pcapgro/_gso.c's chunk loop makes
+the same decisions (tunnel_frame: locate, the inner headers, the SYN
+MSS noted, the segment size, cut or passed and why) and writes the same
+bytes (write_segment + fix_outer: :func:`pcapgro.gso.tcp.segment` +
+:func:`_fix_outer` here); records of shapes it leaves (outer IPv6
+extension headers, an inner BIG TCP jumbo header, other link layers)
+come here, their segments laid out by the compiled segmenter
+(:func:`pcapgro.gso.cseg.tunnel_outer`).  ``PCAPGRO_NO_C=1`` runs this
+module alone; tests/test_gso_tunnels_cseg.py checks both give the same
+bytes and statistics.
 """
 
 import struct
