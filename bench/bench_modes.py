@@ -19,8 +19,14 @@ shared and noisy), printed as packets/s and as the ratio to the editcap copy of 
 same output format measured in the same run, by wall time and by CPU time
 (user + system: steadier on a shared machine), with the peak RSS.
 
+``--merge-args`` adds arguments to every merge (``--vxlan-port 4789`` for a
+VXLAN capture), ``--only`` keeps the jobs whose names start with one of
+its words (the editcap copies always run), ``--no-mixed`` skips the
+generated capture.
+
 Usage:
     python3 bench/bench_modes.py [--real FILE] [--packets N] [--repeat R]
+                                 [--merge-args ARGS] [--only NAME ...] [--no-mixed]
 """
 
 from __future__ import annotations
@@ -145,7 +151,7 @@ JOBS = [  # (name, output extension, pcapgro arguments or None for editcap)
 ]
 
 
-def run_input(path, pcapgro, repeat, outdir):
+def run_input(path, pcapgro, repeat, outdir, jobs=JOBS, extra=""):
     """Time every job on ``path``; returns rows (name, pkt/s, ratio, CPU
     ratio, RSS MiB): the ratios are to the editcap copy of the same output
     format, by median wall time and by median CPU time.
@@ -160,16 +166,16 @@ def run_input(path, pcapgro, repeat, outdir):
     pages, which the host may have to back first (measured: 0.2 to 1.4 s
     of system time writing the same 512 MiB)."""
     n = count_packets(path)
-    times = {name: [] for name, _, _ in JOBS}
-    cpus = {name: [] for name, _, _ in JOBS}
+    times = {name: [] for name, _, _ in jobs}
+    cpus = {name: [] for name, _, _ in jobs}
     rss = dict.fromkeys(times, 0)
     for _ in range(repeat):
-        for name, ext, args in JOBS:
+        for name, ext, args in jobs:
             out = os.path.join(outdir, "o." + ext)
             if os.path.exists(out):
                 os.unlink(out)
             cmd = (["editcap", "-F", ext, path, out] if args is None
-                   else pcapgro + shlex.split(args) + ["-q", path, out])
+                   else pcapgro + shlex.split(args) + shlex.split(extra) + ["-q", path, out])
             rc, dt, r, cpu = timed_cpu(cmd)
             if rc != 0:
                 raise SystemExit(f"{name}: exit status {rc}")
@@ -178,7 +184,7 @@ def run_input(path, pcapgro, repeat, outdir):
             rss[name] = max(rss[name], r)
     ref = {}
     rows = []
-    for name, ext, args in JOBS:
+    for name, ext, args in jobs:
         wall, cpu = statistics.median(times[name]), statistics.median(cpus[name])
         if args is None:
             ref[ext] = (wall, cpu)
@@ -192,9 +198,14 @@ def main():
                     "reads pcapng), e.g. from real_capture.py")
     ap.add_argument("--packets", type=int, default=400_000, help="mixed capture size")
     ap.add_argument("--repeat", type=int, default=5, help="runs per command (median kept)")
+    ap.add_argument("--merge-args", default="", help="more arguments for every merge")
+    ap.add_argument("--only", nargs="+", default=None, help="job name prefixes to run")
+    ap.add_argument("--no-mixed", action="store_true", help="only the --real capture")
     a = ap.parse_args()
+    jobs = [j for j in JOBS if j[2] is None or a.only is None
+            or any(j[0].startswith(w) for w in a.only)]
     mixed = os.path.join(tempfile.gettempdir(), f"pcapgro-bench-mixed-{a.packets}.pcap")
-    if not os.path.exists(mixed):
+    if not a.no_mixed and not os.path.exists(mixed):
         generate_mixed(mixed, a.packets)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     # byte-compiled as an installed package is (pip compiles at install;
@@ -206,8 +217,8 @@ def main():
     shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
     outdir = tempfile.mkdtemp(prefix="pcapgro-bench-", dir=shm)
     try:
-        for path in ([a.real] if a.real else []) + [mixed]:
-            n, rows = run_input(path, pcapgro, a.repeat, outdir)
+        for path in ([a.real] if a.real else []) + ([] if a.no_mixed else [mixed]):
+            n, rows = run_input(path, pcapgro, a.repeat, outdir, jobs, a.merge_args)
             print(f"\n{os.path.basename(path)}: {n:,} packets, median of {a.repeat}")
             print(f"{'command':32} {'pkt/s':>10} {'vs editcap':>10} {'CPU vs':>7} "
                   f"{'peak RSS':>9}")
