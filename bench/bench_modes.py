@@ -20,9 +20,8 @@ same output format measured in the same run, by wall time and by CPU time
 (user + system: steadier on a shared machine), with the peak RSS.
 
 ``--merge-args`` adds arguments to every merge (``--vxlan-port 4789`` for a
-VXLAN capture), ``--only`` keeps the jobs whose names start with one of
-its words (the editcap copies always run), ``--no-mixed`` skips the
-generated capture.
+VXLAN capture), ``--only`` keeps the jobs named (the editcap copies always
+run), ``--no-mixed`` skips the generated capture.
 
 Usage:
     python3 bench/bench_modes.py [--real FILE] [--packets N] [--repeat R]
@@ -199,11 +198,11 @@ def main():
     ap.add_argument("--packets", type=int, default=400_000, help="mixed capture size")
     ap.add_argument("--repeat", type=int, default=5, help="runs per command (median kept)")
     ap.add_argument("--merge-args", default="", help="more arguments for every merge")
-    ap.add_argument("--only", nargs="+", default=None, help="job name prefixes to run")
+    ap.add_argument("--only", nargs="+", default=None, help="names of the jobs to run")
     ap.add_argument("--no-mixed", action="store_true", help="only the --real capture")
     a = ap.parse_args()
     jobs = [j for j in JOBS if j[2] is None or a.only is None
-            or any(j[0].startswith(w) for w in a.only)]
+            or j[0] in a.only]
     mixed = os.path.join(tempfile.gettempdir(), f"pcapgro-bench-mixed-{a.packets}.pcap")
     if not a.no_mixed and not os.path.exists(mixed):
         generate_mixed(mixed, a.packets)
