@@ -21,11 +21,14 @@ same output format measured in the same run, by wall time and by CPU time
 
 ``--merge-args`` adds arguments to every merge (``--vxlan-port 4789`` for a
 VXLAN capture), ``--only`` keeps the jobs named (the editcap copies always
-run), ``--no-mixed`` skips the generated capture.
+run), ``--no-mixed`` skips the generated capture, ``--base DIR`` runs every
+merge job of another checkout too (built in place), in the same turns
+(its rows marked ``@base``).
 
 Usage:
     python3 bench/bench_modes.py [--real FILE] [--packets N] [--repeat R]
                                  [--merge-args ARGS] [--only NAME ...] [--no-mixed]
+                                 [--base DIR]
 """
 
 from __future__ import annotations
@@ -173,8 +176,9 @@ def run_input(path, pcapgro, repeat, outdir, jobs=JOBS, extra=""):
             out = os.path.join(outdir, "o." + ext)
             if os.path.exists(out):
                 os.unlink(out)
+            pg = pcapgro[name.endswith("@base")]
             cmd = (["editcap", "-F", ext, path, out] if args is None
-                   else pcapgro + shlex.split(args) + shlex.split(extra) + ["-q", path, out])
+                   else pg + shlex.split(args) + shlex.split(extra) + ["-q", path, out])
             rc, dt, r, cpu = timed_cpu(cmd)
             if rc != 0:
                 raise SystemExit(f"{name}: exit status {rc}")
@@ -200,9 +204,12 @@ def main():
     ap.add_argument("--merge-args", default="", help="more arguments for every merge")
     ap.add_argument("--only", nargs="+", default=None, help="names of the jobs to run")
     ap.add_argument("--no-mixed", action="store_true", help="only the --real capture")
+    ap.add_argument("--base", help="another checkout whose merge jobs run too")
     a = ap.parse_args()
     jobs = [j for j in JOBS if j[2] is None or a.only is None
             or j[0] in a.only]
+    if a.base:
+        jobs += [(n + " @base", ext, args) for n, ext, args in jobs if args is not None]
     mixed = os.path.join(tempfile.gettempdir(), f"pcapgro-bench-mixed-{a.packets}.pcap")
     if not a.no_mixed and not os.path.exists(mixed):
         generate_mixed(mixed, a.packets)
@@ -211,8 +218,12 @@ def main():
     # with PYTHONDONTWRITEBYTECODE every run would compile every module)
     subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(repo, "pcapgro")],
                    check=True)
-    pcapgro = [sys.executable, "-c",
-               f"import sys; sys.path.insert(0, {repo!r}); from pcapgro.cli import main; main()"]
+    pcapgro = [[sys.executable, "-c",
+                f"import sys; sys.path.insert(0, {d!r}); from pcapgro.cli import main; main()"]
+               for d in (repo, a.base or repo)]
+    if a.base:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(a.base, "pcapgro")],
+                       check=True)
     shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
     outdir = tempfile.mkdtemp(prefix="pcapgro-bench-", dir=shm)
     try:

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Tunnelled bulk captures for the merge benchmarks (issue 23): the wire
-side of ``--flows`` inner TCP bulk transfers (1448-byte segments, a PSH
-every 44th, inner pure ACKs back every 2nd segment) inside one tunnel kind,
-built with tests/tunnelbuild.py, the flows interleaved in bursts of 8
-segments 2 us apart, 100 us between bursts; ``--repeat``-style copies of a
-built block (bench_split_tunnels.repeat) make it ``--packets`` long.
+side of 8 inner TCP bulk transfers (1448-byte segments, a PSH every 44th,
+inner pure ACKs back every 2nd segment), each in its own tunnel of one kind
+(outer addresses 10.0.0.x / 10.0.1.x, the outer IPv4 ID incrementing per
+tunnel, as a sender's tunnel device numbers them), built with
+tests/tunnelbuild.py, the flows interleaved in bursts of 8 segments 2 us
+apart, 100 us between bursts; copies of a built block, each 1 ms after the
+one before, make it ``--packets`` long.
 
 Usage:
     python3 bench/tunnel_bulk.py {gre,vxlan,geneve,ipip} OUT [--packets N]
@@ -28,8 +30,9 @@ def block(kind, flows, segs):
     """(time ns, frame bytes) of ``segs`` segments per flow and their ACKs."""
     from pktbuild import ACK, PSH, Flow
     from tunnelbuild import Tunnel
-    tun = Tunnel(kind, **KW[kind])
-    back = Tunnel(kind, src=tun.dst, dst=tun.src, **KW[kind])
+    tuns = [Tunnel(kind, src=f"10.0.0.{i + 1}", dst=f"10.0.1.{i + 1}", **KW[kind])
+            for i in range(flows)]
+    backs = [Tunnel(kind, src=t.dst, dst=t.src, **KW[kind]) for t in tuns]
     fw = [Flow(4, ipid="inc", sport=40000 + i, dport=5201) for i in range(flows)]
     rv = [Flow(4, ipid="inc", sport=5201, dport=40000 + i, src=f.dst, dst=f.src) for i, f in
           enumerate(fw)]
@@ -39,11 +42,12 @@ def block(kind, flows, segs):
             for _ in range(8):
                 k = sent[i]
                 flags = ACK | PSH if k % 44 == 43 else ACK
-                out.append((t, bytes(tun.wrap(fw[i].pkt(k * 1448, 1448, flags=flags)).data)))
+                out.append((t, bytes(tuns[i].wrap(fw[i].pkt(k * 1448, 1448, flags=flags)).data)))
                 t += 2000
                 sent[i] += 1
                 if k % 2:
-                    out.append((t, bytes(back.wrap(rv[i].pkt(0, 0, ack_off=(k + 1) * 1448)).data)))
+                    ack = rv[i].pkt(0, 0, ack_off=(k + 1) * 1448)
+                    out.append((t, bytes(backs[i].wrap(ack).data)))
                     t += 2000
             t += 100_000
     return out
