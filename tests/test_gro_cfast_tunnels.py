@@ -568,3 +568,22 @@ def test_generated_damaged_tunnel_traffic_fully_in_c(seed):
                hash=rnd.choice(["flow", "none"]), **VX)
     st = _c_same(rl._stamp(_mixed_damaged(seed)), **cfg)
     assert st["aggregates"] > 0
+
+
+@pytest.mark.parametrize("kind,tkw", CUT_KINDS, ids=str)
+@pytest.mark.parametrize("csum", ["valid", "kernel"])
+def test_hand_over_cut_tunnel_aggregate(kind, tkw, csum):
+    """A tunnelled aggregate holding segments cut by a snaplen, handed over
+    (release, adopt: its cut and the bytes left out go along) at a record
+    the core does not take: the reference's output and statistics."""
+    t, f = Tunnel(kind, **tkw), Flow(4, ipid="inc")
+    full = len(t.wrap(f.pkt(0, 100)).data)
+    t, f = Tunnel(kind, **tkw), Flow(4, ipid="inc")
+    pkts = [t.wrap(f.pkt(0, 100)), rl._cut(t.wrap(f.pkt(100, 100)), full - 50),
+            rl._cut(t.wrap(f.pkt(200, 100)), full - 30), _refused(),
+            t.wrap(f.pkt(300, 100)), t.wrap(f.pkt(400, 100))]
+    pkts = rl._stamp(pkts)
+    assert _handed(pkts, csum=csum, **VX) > 0
+    st = _same(pkts, csum=csum, **VX)
+    assert st["segments_per_aggregate"]["max"] == 5
+    assert _pcapng(pkts, True, csum=csum, **VX) == _pcapng(pkts, False, csum=csum, **VX)
