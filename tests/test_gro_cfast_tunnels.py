@@ -180,9 +180,10 @@ def test_nested_and_inner_rejects_pass_in_c(c_only):
 
 
 def _refused():
-    """A record the compiled core does not take (three VLAN tags: more than
-    MAXTAGS), so that it hands over what it holds."""
-    return Flow(4, sport=9, vlans=[(0x8100, 1)] * 3).pkt(0, 100)
+    """A record the compiled core does not take, so that it hands over what
+    it holds: a tunnelled packet behind three VLAN tags (more than MAXTAGS;
+    a plain one the core may take)."""
+    return _tagged(Tunnel("gre").wrap(Flow(4, sport=9).pkt(0, 100)), [(0x8100, 1)] * 3)
 
 
 def _handed(pkts, **cfg):

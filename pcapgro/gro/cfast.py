@@ -18,8 +18,9 @@ reference and is in charge: it gives a chunk to the compiled loop only when
 it holds nothing itself; the loop passes up what GRO passes unchanged (ARP,
 ICMP, fragments, bad checksums..., under the reference's Pass reasons) and
 stops at the first record it does not handle (see ``_native.c`` for which:
-a third VLAN tag, an EPB with options into pcapng output...), and the
-aggregates it holds then are handed over as :class:`pcapgro.gro.seg.Agg` objects
+a tunnelled packet behind a third VLAN tag, an EPB with options into
+pcapng output...), and the aggregates it holds then are handed over as
+:class:`pcapgro.gro.seg.Agg` objects
 (:meth:`CEngine.release`, ``GROEngine.adopt``), so the Python engine
 continues exactly where it stopped; at a poll start after an arrival gap
 where the Python engine then holds nothing (:func:`poll_start`) the loop
