@@ -19,8 +19,16 @@ shared and noisy), printed as packets/s and as the ratio to the editcap copy of 
 same output format measured in the same run, by wall time and by CPU time
 (user + system: steadier on a shared machine), with the peak RSS.
 
+``--merge-args`` adds arguments to every merge (``--vxlan-port 4789`` for a
+VXLAN capture), ``--only`` keeps the jobs named (the editcap copies always
+run), ``--no-mixed`` skips the generated capture, ``--base DIR`` runs every
+merge job of another checkout too (built in place), in the same turns
+(its rows marked ``@base``).
+
 Usage:
     python3 bench/bench_modes.py [--real FILE] [--packets N] [--repeat R]
+                                 [--merge-args ARGS] [--only NAME ...] [--no-mixed]
+                                 [--base DIR]
 """
 
 from __future__ import annotations
@@ -145,7 +153,7 @@ JOBS = [  # (name, output extension, pcapgro arguments or None for editcap)
 ]
 
 
-def run_input(path, pcapgro, repeat, outdir):
+def run_input(path, pcapgro, repeat, outdir, jobs=JOBS, extra=""):
     """Time every job on ``path``; returns rows (name, pkt/s, ratio, CPU
     ratio, RSS MiB): the ratios are to the editcap copy of the same output
     format, by median wall time and by median CPU time.
@@ -160,16 +168,17 @@ def run_input(path, pcapgro, repeat, outdir):
     pages, which the host may have to back first (measured: 0.2 to 1.4 s
     of system time writing the same 512 MiB)."""
     n = count_packets(path)
-    times = {name: [] for name, _, _ in JOBS}
-    cpus = {name: [] for name, _, _ in JOBS}
+    times = {name: [] for name, _, _ in jobs}
+    cpus = {name: [] for name, _, _ in jobs}
     rss = dict.fromkeys(times, 0)
     for _ in range(repeat):
-        for name, ext, args in JOBS:
+        for name, ext, args in jobs:
             out = os.path.join(outdir, "o." + ext)
             if os.path.exists(out):
                 os.unlink(out)
+            pg = pcapgro[name.endswith("@base")]
             cmd = (["editcap", "-F", ext, path, out] if args is None
-                   else pcapgro + shlex.split(args) + ["-q", path, out])
+                   else pg + shlex.split(args) + shlex.split(extra) + ["-q", path, out])
             rc, dt, r, cpu = timed_cpu(cmd)
             if rc != 0:
                 raise SystemExit(f"{name}: exit status {rc}")
@@ -178,7 +187,7 @@ def run_input(path, pcapgro, repeat, outdir):
             rss[name] = max(rss[name], r)
     ref = {}
     rows = []
-    for name, ext, args in JOBS:
+    for name, ext, args in jobs:
         wall, cpu = statistics.median(times[name]), statistics.median(cpus[name])
         if args is None:
             ref[ext] = (wall, cpu)
@@ -192,22 +201,34 @@ def main():
                     "reads pcapng), e.g. from real_capture.py")
     ap.add_argument("--packets", type=int, default=400_000, help="mixed capture size")
     ap.add_argument("--repeat", type=int, default=5, help="runs per command (median kept)")
+    ap.add_argument("--merge-args", default="", help="more arguments for every merge")
+    ap.add_argument("--only", nargs="+", default=None, help="names of the jobs to run")
+    ap.add_argument("--no-mixed", action="store_true", help="only the --real capture")
+    ap.add_argument("--base", help="another checkout whose merge jobs run too")
     a = ap.parse_args()
+    jobs = [j for j in JOBS if j[2] is None or a.only is None
+            or j[0] in a.only]
+    if a.base:
+        jobs += [(n + " @base", ext, args) for n, ext, args in jobs if args is not None]
     mixed = os.path.join(tempfile.gettempdir(), f"pcapgro-bench-mixed-{a.packets}.pcap")
-    if not os.path.exists(mixed):
+    if not a.no_mixed and not os.path.exists(mixed):
         generate_mixed(mixed, a.packets)
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     # byte-compiled as an installed package is (pip compiles at install;
     # with PYTHONDONTWRITEBYTECODE every run would compile every module)
     subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(repo, "pcapgro")],
                    check=True)
-    pcapgro = [sys.executable, "-c",
-               f"import sys; sys.path.insert(0, {repo!r}); from pcapgro.cli import main; main()"]
+    pcapgro = [[sys.executable, "-c",
+                f"import sys; sys.path.insert(0, {d!r}); from pcapgro.cli import main; main()"]
+               for d in (repo, a.base or repo)]
+    if a.base:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", os.path.join(a.base, "pcapgro")],
+                       check=True)
     shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
     outdir = tempfile.mkdtemp(prefix="pcapgro-bench-", dir=shm)
     try:
-        for path in ([a.real] if a.real else []) + [mixed]:
-            n, rows = run_input(path, pcapgro, a.repeat, outdir)
+        for path in ([a.real] if a.real else []) + ([] if a.no_mixed else [mixed]):
+            n, rows = run_input(path, pcapgro, a.repeat, outdir, jobs, a.merge_args)
             print(f"\n{os.path.basename(path)}: {n:,} packets, median of {a.repeat}")
             print(f"{'command':32} {'pkt/s':>10} {'vs editcap':>10} {'CPU vs':>7} "
                   f"{'peak RSS':>9}")

@@ -84,7 +84,8 @@ def repeat(src, path, copies):
     with open(src, "rb") as f:
         raw = f.read()
     bo = "<" if raw[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-    mul = 1000 if raw[:4] in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d") else 1
+    # ns per unit of the fraction field: 1 for nanosecond pcap, 1000 for microsecond
+    mul = 1 if raw[:4] in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d") else 1000
     recs, i = [], 24
     while i + 16 <= len(raw):
         sec, frac, cap, orig = struct.unpack_from(bo + "IIII", raw, i)

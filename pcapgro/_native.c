@@ -120,16 +120,17 @@
  *     for a checksum (payload.payloads, complete.build).
  *   - or, inside one tunnel level (an IP protocol whose GRO handler is
  *     not TCP / UDP: inet_handlers, or UDP to a VXLAN / Geneve port;
- *     rx_tunnel, tunnel_frame), an outer IP level of a frame not cut by a
- *     snaplen and without the L3 flush, carrying IPIP / SIT / IP4IP6 /
+ *     rx_tunnel), an outer IP level taken as the segment's above (its
+ *     passes, its L3 flush, a snaplen cut), carrying IPIP / SIT / IP4IP6 /
  *     IP6IP6, GRE or UDP to a VXLAN / Geneve port, then an inner IP level
- *     and TCP or UDP (an inner Ethernet header with up to two tags); or a
- *     tunnelled packet the reference passes unmerged (a second tunnel
- *     level, GRE flags, a Geneve version / OAM, an inner EtherType or
- *     protocol without a handler, a bad GRE or outer UDP checksum).
- * Anything else ends the run: another tunnelled packet (outer IPv4
- * options, a fragment, a cut or L3-flushed outer level...), three or more
- * VLAN tags, over 256
+ *     and TCP or UDP taken the same way (an inner Ethernet header with any
+ *     number of tags; the L3 flush of either level; a cut anywhere); or a
+ *     tunnelled packet the reference passes unmerged (a header cut short,
+ *     a second tunnel level, GRE flags, a Geneve version / OAM, an inner
+ *     EtherType or protocol without a handler, inner IP options or
+ *     fragments, a bad GRE, outer UDP or inner checksum).
+ * Anything else ends the run: a tunnel's headers beyond HDRMAX or its
+ * outer bytes beyond TKEYMAX, three or more outer VLAN tags, over 256
  * bytes of IPv6 extension headers, an EPB with options when the output is
  * pcapng (epb_options_ok).
  *
@@ -199,7 +200,7 @@ enum { P_PURE_ACK, P_FLAGS, P_NO_UDP_GRO, P_UDP_LENGTH, P_CSUM_STATE,
        P_NOT_IP, P_NO_HANDLER, P_IP_OPTIONS, P_FRAGMENT, P_EXT_HEADER, P_BAD_IP_CSUM,
        P_BAD_TCP_CSUM, P_BAD_UDP_CSUM, P_TRUNCATED, P_BAD_TCP_HEADER, P_L3_FLUSH,
        P_UDP_ZERO_CSUM,
-       /* tunnels (tunnel_frame) */
+       /* tunnels (rx_tunnel) */
        P_TUNNEL_NESTED, P_TUNNEL_INNER, P_GRE_FLAGS, P_GENEVE_HEADER, P_BAD_GRE_CSUM, P_N };
 
 static const char *const FLUSH_NAMES[] = {
@@ -395,38 +396,69 @@ static inline uint32_t bswap32(uint32_t x)
     return (x >> 24) | ((x >> 8) & 0xFF00) | ((x << 8) & 0xFF0000) | (x << 24);
 }
 
+/* s + x with the carry out of 64 bits added back in (end-around carry:
+ * 2**64 = 1 mod 0xFFFF, so the sum mod 0xFFFF is kept; add, adc) */
+static inline uint64_t add_carry(uint64_t s, uint64_t x)
+{
+    s += x;
+    return s + (s < x);
+}
+
 /* One's-complement sum of n bytes (big-endian 16-bit words, an odd last
- * byte padded with zero), mod 0xFFFF.  64-bit native loads: a native sum
- * is the byte-swapped sum on a little-endian machine, and swapping is x 256
- * mod 0xFFFF, so the big-endian sum is the native one x 256 there. */
+ * byte padded with zero), mod 0xFFFF.  64-bit native loads added with
+ * end-around carry (add_carry): a native sum is the byte-swapped sum on a
+ * little-endian machine, and swapping is x 256 mod 0xFFFF, so the
+ * big-endian sum is the native one x 256 there.  The last n % 8 bytes are
+ * read by fixed-size copies (a copy of variable size is a call). */
 static uint32_t sum16(const uint8_t *p, size_t n)
 {
-    uint64_t s = 0;
-    uint64_t w;
+    uint64_t s = 0, w, a, b, c, d;
     while (n >= 32) {
-        uint64_t a, b, c, d;
         memcpy(&a, p, 8); memcpy(&b, p + 8, 8); memcpy(&c, p + 16, 8); memcpy(&d, p + 24, 8);
-        s += (a & 0xFFFFFFFFu) + (a >> 32) + (b & 0xFFFFFFFFu) + (b >> 32)
-           + (c & 0xFFFFFFFFu) + (c >> 32) + (d & 0xFFFFFFFFu) + (d >> 32);
+        s = add_carry(add_carry(add_carry(add_carry(s, a), b), c), d);
         p += 32;
         n -= 32;
     }
     while (n >= 8) {
         memcpy(&w, p, 8);
-        s += (w & 0xFFFFFFFFu) + (w >> 32);
+        s = add_carry(s, w);
         p += 8;
         n -= 8;
     }
     if (n) {
-        w = 0;
-        memcpy(&w, p, n);       /* zero padding in memory order */
-        s += (w & 0xFFFFFFFFu) + (w >> 32);
+        uint8_t z[8] = {0};     /* zero padding in memory order */
+        size_t k = 0;
+        if (n & 4) {
+            memcpy(z, p, 4);
+            k = 4;
+        }
+        if (n & 2) {
+            memcpy(z + k, p + k, 2);
+            k += 2;
+        }
+        if (n & 1)
+            z[k] = p[k];
+        memcpy(&w, z, 8);
+        s = add_carry(s, w);
     }
     s %= 0xFFFF;
 #if PY_LITTLE_ENDIAN
     s = (s * 256) % 0xFFFF;
 #endif
     return (uint32_t)s;
+}
+
+/* whether the 20-byte IPv4 header at p has a bad header checksum (its
+ * one's-complement sum not 0 mod 0xFFFF, in either byte order:
+ * ip_fast_csum); sum16(p, 20) != 0 in three 64-bit-or-less loads */
+static inline int ip4_csum_bad(const uint8_t *p)
+{
+    uint64_t a, b;
+    uint32_t c;
+    memcpy(&a, p, 8);
+    memcpy(&b, p + 8, 8);
+    memcpy(&c, p + 16, 4);
+    return add_carry(add_carry(a, b), c) % 0xFFFF != 0;
 }
 
 /* the unfolded one's-complement sum of the pseudo-header of protocol
@@ -792,13 +824,14 @@ static void put_csum(uint8_t *d, uint32_t at, int valid, uint64_t s, uint32_t ze
 /* _outer_checksum (encap.py) of tunnelled aggregate a, headers at d: a
  * nonzero outer UDP checksum: the outer pseudo-header seed (--csum kernel,
  * as udp4/6_gro_complete leave it) or valid; the GRE checksum: the first
- * packet's (kernel) or valid over the GRE header and all after it.
- * opseudo: the outer UDP pseudo-header sum; ps: the payload's sum. */
+ * packet's (kernel) or valid over the GRE header and all after it; an
+ * aggregate cut by a snaplen as with --csum kernel.  opseudo: the outer UDP
+ * pseudo-header sum; ps: the payload's sum. */
 static void outer_csum(const Engine *e, const Agg *a, uint8_t *d, uint64_t opseudo, uint64_t ps)
 {
     uint32_t at = a->t.csum_at;
     int udp = a->t.kind >= T_VXLAN;
-    if (!e->csum_valid) {
+    if (!e->csum_valid || a->cut) {
         if (udp)
             put_csum(d, at, 0, opseudo, 0);
         return;
@@ -1028,12 +1061,16 @@ typedef struct {
     uint64_t kh;
     uint32_t ext;           /* bytes of IPv6 extension headers (at l3 + 40) */
     uint32_t orig;          /* original length (n: captured) */
-    int flush_l3;           /* NAPI_GRO_CB(skb)->flush at L3: length mismatch, evil bit */
+    int flush_l3;           /* NAPI_GRO_CB(skb)->flush at L3: length mismatch, evil bit
+                               (tunnelled: of either level) */
+    int cflush;             /* the L4 header's own IP level's (its checksum not
+                               verified: csum_skipped) */
     uint32_t ucsum;         /* UDP checksum field */
     int pass;               /* the Pass reason of RX_PASS (parse_frame, seg_csum;
                                the tunnel steps: P_* + 1, 0 none: rx_tunnel) */
     int ocnt;               /* the outer checksum's verdict to count: 1
-                               verified, 2 the seed (trusted), 3 bad, 0 none */
+                               verified, 2 the seed (trusted), 3 bad, 4 / 5
+                               skipped (OCNT_SKIP_L3 / _CUT), 0 none */
     Tun t;                  /* the outer level (t.kind T_NONE: none); l3, l4,
                                the TCP / UDP fields are then the inner flow's */
 } Seg;
@@ -1728,7 +1765,7 @@ static inline int rx_pass(Seg *g, int reason)
  * (ip_is_fragment), a bad header checksum (ip_fast_csum) pass; a total
  * length other than the bytes on the wire or the reserved bit set the L3
  * flush.  RX_TUN: a protocol whose handler is not TCP / UDP (a tunnel:
- * rx_tunnel). */
+ * rx_tunnel), after the same checks (g->l4, flush_l3, df set). */
 static int rx_ipv4(const Engine *e, Seg *g, uint32_t *proto)
 {
     const uint8_t *f = g->f;
@@ -1738,20 +1775,20 @@ static int rx_ipv4(const Engine *e, Seg *g, uint32_t *proto)
     uint32_t p = f[l3 + 9];
     if (!e->inet[p])
         return rx_pass(g, P_NO_HANDLER);
-    if (e->inet[p] != 1)
-        return e->inet[p] == 2 ? RX_TUN : RX_NO;
+    if (e->inet[p] > 2)
+        return RX_NO;
     if (f[l3] != 0x45)
         return rx_pass(g, P_IP_OPTIONS);
     uint32_t frag = be16(f + l3 + 6);
     if (frag & 0x3FFF)
         return rx_pass(g, P_FRAGMENT);
-    if (sum16(f + l3, 20))
+    if (ip4_csum_bad(f + l3))
         return rx_pass(g, P_BAD_IP_CSUM);
     g->flush_l3 = be16(f + l3 + 2) != g->orig - l3 || (frag & 0x8000);
     g->df = frag & 0x4000;
     g->l4 = l3 + 20;
     *proto = p;
-    return RX_SEG;
+    return e->inet[p] == 2 ? RX_TUN : RX_SEG;
 }
 
 /* ipv6_gro_receive (ipv6.py receive) up to its L4 handler, for the IPv6
@@ -1759,8 +1796,8 @@ static int rx_ipv4(const Engine *e, Seg *g, uint32_t *proto)
  * walked (ipv6_gso_pull_exthdrs); a header cut short, a Fragment header, a
  * protocol without an inet6_offloads handler (behind extension headers:
  * ext_header) pass; a payload length other than the bytes on the wire sets
- * the L3 flush.  RX_TUN: a tunnel (rx_tunnel); RX_NO: more than EXTMAX bytes of extension
- * headers (this loop's limit). */
+ * the L3 flush.  RX_TUN: a tunnel (rx_tunnel; g->l4, flush_l3 set); RX_NO: more than EXTMAX
+ * bytes of extension headers (this loop's limit). */
 static int rx_ipv6(const Engine *e, Seg *g, uint32_t *proto)
 {
     const uint8_t *f = g->f;
@@ -1782,13 +1819,11 @@ static int rx_ipv6(const Engine *e, Seg *g, uint32_t *proto)
         return rx_pass(g, P_TRUNCATED);
     if (e->inet[nh] > 2 || off - l3 - 40 > EXTMAX)
         return RX_NO;
-    if (e->inet[nh] == 2)
-        return RX_TUN;
     g->flush_l3 = be16(f + l3 + 4) != g->orig - l3 - 40;
     g->df = 0;
     g->l4 = off;
     *proto = nh;
-    return RX_SEG;
+    return e->inet[nh] == 2 ? RX_TUN : RX_SEG;
 }
 
 /* tcp_gro_pull_header / udp_gro_udphdr (tcp.py parse_tcp, udp.py
@@ -1818,82 +1853,18 @@ static int rx_l4(Seg *g, uint32_t proto)
     return RX_SEG;
 }
 
-/* ipv6_gro_receive's walk (ipv6.py receive) in frame f of cap bytes: the
- * offset of the header after the fixed IPv6 header at l3 and the extension
- * headers it walks (ipv6_gso_pull_exthdrs: Hop-by-Hop, Routing, Destination
- * Options), *proto its protocol; 0 when not handled here (cut short, or
- * over EXTMAX bytes of extension headers) */
-static uint32_t ipv6_l4(const uint8_t *f, uint32_t l3, uint32_t cap, uint32_t *proto)
-{
-    uint32_t l4 = l3 + 40, nh;
-    if (l4 + 8 > cap)
-        return 0;
-    nh = f[l3 + 6];
-    while (nh == 0 || nh == 43 || nh == 60) {
-        if (l4 + 8 > cap || l4 - l3 - 40 >= EXTMAX)
-            return 0;
-        nh = f[l4];
-        l4 += (uint32_t)(f[l4 + 1] + 1) << 3;
-    }
-    *proto = nh;
-    return l4 - l3 - 40 > EXTMAX ? 0 : l4;
-}
-
-/* One IP level (inet_gro_receive / ipv6_gro_receive: pcapgro/gro/ipv4.py,
- * ipv6.py receive) at l3 of frame f of cap bytes, as this loop handles it:
- * IPv4 without options, fragment or reserved bit, with a good header
- * checksum; IPv6 with up to EXTMAX bytes of extension headers; the datagram's
- * length the frame's (no L3 flush).  Sets *l4 (the header after it),
- * *proto and *frag (IPv4 flags word, else 0); 0 when not handled. */
-static int ip_level(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t l3, int v6,
-                    uint32_t *l4, uint32_t *proto, uint32_t *frag)
-{
-    (void)e;
-    *frag = 0;
-    if (v6) {
-        *l4 = ipv6_l4(f, l3, cap, proto);
-        return *l4 && *l4 + 8 <= cap && be16(f + l3 + 4) + l3 + 40 == cap;
-    }
-    *l4 = l3 + 20;
-    if (*l4 + 8 > cap || f[l3] != 0x45)
-        return 0;
-    *proto = f[l3 + 9];
-    *frag = be16(f + l3 + 6);
-    return be16(f + l3 + 2) + l3 == cap && !(*frag & 0xBFFF) && sum16(f + l3, 20) == 0;
-}
-
-/* The TCP or UDP header at l4 (tcp_gro_pull_header, udp_gro_udphdr):
- * sets g->hl, g->ulen, g->udp; 0 when not handled (another protocol, a
- * TCP data offset < 5 or beyond the frame, a UDP checksum 0: the Python
- * engine's) */
-static int l4_level(const uint8_t *f, uint32_t cap, uint32_t l4, uint32_t proto, Seg *g)
-{
-    if (proto == 6) {
-        if (l4 + 20 > cap)
-            return 0;
-        g->hl = (uint32_t)(f[l4 + 12] >> 4) << 2;
-        if (g->hl < 20 || l4 + g->hl > cap)
-            return 0;
-    } else if (proto == 17) {
-        if (!be16(f + l4 + 6))
-            return 0;
-        g->hl = 8;
-        g->ulen = be16(f + l4 + 4);
-    } else {
-        return 0;
-    }
-    g->udp = proto == 17;
-    return 1;
-}
-
 /* ---------------------------------------------------------- tunnels
  * One tunnel level, as the Python reference walks it (pcapgro/gro/encap.py,
- * gre.py, ipip.py, udp_tunnel.py): the outer IP level, then the tunnel
- * header, then the inner packet parsed by ip_level and l4_level; the flow
- * key covers the outer bytes the kernel compares (Tun.key) and the inner
- * flow.  Anything else a tunnel may bring (a second tunnel level, flags,
- * a bad checksum, a header cut short) is not handled here: the run stops
- * and the Python engine takes the packet. */
+ * gre.py, ipip.py, udp_tunnel.py): the outer IP level (rx_ipv4 / rx_ipv6,
+ * [rx_l4 for UDP], as for any packet: its L3 flush kept), then the tunnel
+ * header, then the inner packet through rx_ipv4 / rx_ipv6 and rx_l4 again
+ * (encap.py inner_receive: the inner EtherType's handler); the flow key
+ * covers the outer bytes the kernel compares (Tun.key) and the inner flow.
+ * What a tunnel may bring that the reference passes (a header cut short, a
+ * second tunnel level, flags, a bad outer checksum...) is passed here the
+ * same way; a frame cut by a snaplen or L3-flushed goes on as the reference
+ * takes it.  Not handled here (the run stops): a key or headers over
+ * TKEYMAX / HDRMAX bytes. */
 
 #define GRE_CSUM 0x8000
 #define GRE_KEY 0x2000
@@ -1902,6 +1873,12 @@ static int l4_level(const uint8_t *f, uint32_t cap, uint32_t l4, uint32_t proto,
 /* parse step verdict: g is passed up for reason r (a tunnel case the
  * reference passes); the step returns 0 (no Seg) */
 #define PASS(g, r) ((g)->pass = (r) + 1, 0)
+
+/* Seg.ocnt values beyond the checksum verdicts: an outer checksum not
+ * verified, the outer level L3-flushed or the frame cut by a snaplen
+ * (csum.verify and gre._csum_ok count it skipped) */
+#define OCNT_SKIP_L3 4
+#define OCNT_SKIP_CUT 5
 
 static inline int port_bit(const uint8_t *set, uint32_t port)
 {
@@ -1954,43 +1931,58 @@ static int tkey_outer(Seg *g, const uint8_t *f, uint32_t l3, uint32_t l4, int v6
     return tkey_add(g, b, 5) && tkey_add(g, f + l3 + 8, l4 - l3 - 8);
 }
 
+/* the outer checksum of g not verified (the outer level L3-flushed, or the
+ * frame cut by a snaplen: csum.verify, gre._csum_ok), counted skipped;
+ * 0 when it is to be verified */
+static int ocsum_skipped(Seg *g)
+{
+    if (!g->flush_l3 && g->n == g->orig)
+        return 0;
+    g->ocnt = g->flush_l3 ? OCNT_SKIP_L3 : OCNT_SKIP_CUT;
+    return 1;
+}
+
 /* eth_gro_receive for a tunnel's inner Ethernet header at mac (encap.py
- * inner_ethernet): up to MAXTAGS VLAN tags (VLAN GRO on), then IPv4 or
- * IPv6; the header joins the tunnel key.  Sets *l3, *et; 0 when not
- * handled. */
+ * inner_ethernet, linklayer.network_layer): cut short (truncated), a tag
+ * cut short or an EtherType other than IPv4 / IPv6 (tunnel_inner), VLAN
+ * tags with VLAN GRO off (no_handler) pass; the header joins the tunnel
+ * key.  Sets *l3, *et; 0 when not handled or passed. */
 static int inner_eth(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t mac, Seg *g,
                      uint32_t *l3, uint32_t *et)
 {
     uint32_t o = mac + 12, tags = 0;
     if (mac + 14 > cap)
-        return 0;
+        return PASS(g, P_TRUNCATED);
     uint32_t x = be16(f + o);
     while (x == 0x8100 || x == 0x88A8) {
-        if (!e->vlan || tags == MAXTAGS || o + 6 > cap)
-            return 0;
         o += 4;
         tags++;
+        if (o + 2 > cap)
+            return PASS(g, P_TUNNEL_INNER);
         x = be16(f + o);
     }
     if (x != 0x0800 && x != 0x86DD)
         return PASS(g, P_TUNNEL_INNER);
+    if (tags && !e->vlan)
+        return PASS(g, P_NO_HANDLER);
     *l3 = o + 2;
     *et = x;
     return tkey_add(g, f + mac, o + 2 - mac);
 }
 
 /* gre_gro_receive (net/ipv4/gre_offload.c; gre.py receive) for the GRE
- * header at h: version 0 with only the K and C flags, an inner EtherType
- * with a GRO handler (IPv4, IPv6, ETH_P_TEB: an inner Ethernet header),
- * the checksum good when verified (skb_gro_checksum_simple_validate);
- * same-flow bytes: flags and protocol, with K the next word (the checksum
- * word when C is set too: the kernel compares *(greh + 1)).  Sets *l3,
- * *et; 0 when not handled. */
+ * header at h: cut short (truncated), flags other than K and C
+ * (gre_flags), an inner EtherType without a GRO handler (tunnel_inner), a
+ * bad checksum when verified (skb_gro_checksum_simple_validate; skipped
+ * on an L3 flush or a cut) pass; inner IPv4, IPv6 or ETH_P_TEB (an inner
+ * Ethernet header); same-flow bytes: flags and protocol, with K the next
+ * word (the checksum word when C is set too: the kernel compares
+ * *(greh + 1)).  Sets *l3, *et; 0 when not handled or passed. */
 static int gre_level(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t h, Seg *g,
                      uint32_t *l3, uint32_t *et)
 {
     if (h + 4 > cap)
-        return 0;
+        return PASS(g, P_TRUNCATED);
     uint32_t flags = be16(f + h), x = be16(f + h + 2);
     if (flags & ~(uint32_t)(GRE_KEY | GRE_CSUM))
         return PASS(g, P_GRE_FLAGS);
@@ -1998,8 +1990,8 @@ static int gre_level(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t h
         return PASS(g, P_TUNNEL_INNER);
     uint32_t hl = 4 + (flags & GRE_KEY ? 4 : 0) + (flags & GRE_CSUM ? 4 : 0);
     if (h + hl > cap)
-        return 0;
-    if (flags & GRE_CSUM && e->verify) {
+        return PASS(g, P_TRUNCATED);
+    if (flags & GRE_CSUM && e->verify && !ocsum_skipped(g)) {
         g->ocnt = sum16(f + h, cap - h) ? 3 : 1;
         if (g->ocnt == 3)
             return PASS(g, P_BAD_GRE_CSUM);
@@ -2016,17 +2008,18 @@ static int gre_level(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t h
 
 /* udp_gro_receive's tunnel branch (net/ipv4/udp_offload.c; udp_tunnel.py
  * receive) for the UDP header at u: a nonzero outer checksum verified (a
- * pseudo-header seed trusted: csum.verify), then vxlan_gro_receive
- * (drivers/net/vxlan/vxlan_core.c: the 8-byte header, an inner Ethernet
- * header) or geneve_gro_receive (drivers/net/geneve.c: version 0, no OAM,
- * options, the inner EtherType's handler); same-flow bytes: the ports,
- * the checksum's zero-ness, the whole tunnel header.  Sets *l3, *et; 0
- * when not handled. */
+ * pseudo-header seed trusted: csum.verify; skipped on an L3 flush or a
+ * cut), then vxlan_gro_receive (drivers/net/vxlan/vxlan_core.c: the 8-byte
+ * header, an inner Ethernet header) or geneve_gro_receive
+ * (drivers/net/geneve.c: version 0, no OAM, options, the inner
+ * EtherType's handler); a header cut short passes (truncated); same-flow
+ * bytes: the ports, the checksum's zero-ness, the whole tunnel header.
+ * Sets *l3, *et; 0 when not handled or passed. */
 static int udp_tunnel_level(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t u,
                             Seg *g, uint32_t *l3, uint32_t *et)
 {
     uint32_t h = u + 8, hl = 8, ck = be16(f + u + 6);
-    if (ck && e->verify) {
+    if (ck && e->verify && !ocsum_skipped(g)) {
         uint64_t ps = pseudo_sum(f, g->t.l3, g->t.v6, 17, cap - u);
         uint32_t sd = (uint32_t)(ps % 0xFFFF);
         if ((ps + sum16(f + u, cap - u)) % 0xFFFF == 0)
@@ -2038,15 +2031,19 @@ static int udp_tunnel_level(const Engine *e, const uint8_t *f, uint32_t cap, uin
     }
     g->t.csum_at = ck ? u + 6 : 0;
     uint8_t z = ck != 0;
-    if (h + 8 > cap || !tkey_add(g, f + u, 4) || !tkey_add(g, &z, 1))
+    if (!tkey_add(g, f + u, 4) || !tkey_add(g, &z, 1))
         return 0;
+    if (h + 8 > cap)
+        return PASS(g, P_TRUNCATED);
     if (g->t.kind == T_VXLAN)
         return tkey_add(g, f + h, 8) && inner_eth(e, f, cap, h + 8, g, l3, et);
     if (f[h] >> 6 || f[h + 1] & 0x80)
         return PASS(g, P_GENEVE_HEADER);
     hl += (f[h] & 0x3Fu) * 4;
     uint32_t x = be16(f + h + 2);
-    if (h + hl > cap || !tkey_add(g, f + h, hl))
+    if (h + hl > cap)
+        return PASS(g, P_TRUNCATED);
+    if (!tkey_add(g, f + h, hl))
         return 0;
     if (x == ETH_P_TEB)
         return inner_eth(e, f, cap, h + hl, g, l3, et);
@@ -2055,114 +2052,74 @@ static int udp_tunnel_level(const Engine *e, const uint8_t *f, uint32_t cap, uin
     return x == 0x0800 || x == 0x86DD ? 1 : PASS(g, P_TUNNEL_INNER);
 }
 
-/* The tunnel step (encap.py inner_receive): the outer level of kind at
- * l3 / l4 (IP version v6, flags word frag) kept in g->t, then the tunnel
- * header's step; IP-in-IP (ipip_gro_receive, net/ipv4/af_inet.c;
+/* The tunnel header's step (encap.py inner_receive's callers) for the
+ * outer level of kind, parsed in g (l3, l4, v6, df, flush_l3), kept in
+ * g->t; IP-in-IP (ipip_gro_receive, net/ipv4/af_inet.c;
  * sit_ip6ip6_gro_receive, ip4ip6_gro_receive, net/ipv6/ip6_offload.c):
- * the inner IP header right after the outer one.  Sets *l3, *et of the
- * inner IP header; 0 when not handled. */
-static int tunnel_level(const Engine *e, const uint8_t *f, uint32_t cap, int kind, uint32_t l3,
-                        uint32_t l4, int v6, uint32_t frag, Seg *g, uint32_t *il3, uint32_t *et)
+ * the inner IP header right after the outer one.  Sets *il3, *et of the
+ * inner IP header; 0 when not handled or passed (g->pass). */
+static int tunnel_level(const Engine *e, Seg *g, int kind, uint32_t *il3, uint32_t *et)
 {
+    const uint8_t *f = g->f;
+    uint32_t l3 = g->l3, l4 = g->l4;
     Tun *t = &g->t;
     t->kind = kind;
-    t->v6 = v6;
+    t->v6 = g->v6;
+    t->l3 = l3;
     t->toff = l4;
     t->csum_at = 0;
-    t->df = frag & 0x4000;
-    if (v6) {
+    t->df = g->df;
+    if (g->v6) {
         t->tosttl = (((be32(f + l3) >> 20) & 0xFF) << 8) | f[l3 + 7];
         t->ipid = 0;
     } else {
         t->tosttl = ((uint32_t)f[l3 + 1] << 8) | f[l3 + 8];
         t->ipid = be16(f + l3 + 4);
     }
-    if (!tkey_outer(g, f, l3, l4, v6))
+    if (!tkey_outer(g, f, l3, l4, g->v6))
         return 0;
     if (kind == T_GRE)
-        return gre_level(e, f, cap, l4, g, il3, et);
+        return gre_level(e, f, g->n, l4, g, il3, et);
     if (kind >= T_VXLAN)
-        return udp_tunnel_level(e, f, cap, l4, g, il3, et);
+        return udp_tunnel_level(e, f, g->n, l4, g, il3, et);
     *il3 = l4;
     *et = kind == T_IPIP || kind == T_IP4IP6 ? 0x0800 : 0x86DD;
     return 1;
 }
 
-/* an IP protocol with a GRO handler (the inet_offloads entries) */
-static inline int has_handler(uint32_t proto)
-{
-    return proto == 6 || proto == 17 || proto == 4 || proto == 41 || proto == 47;
-}
-
-/* inet_gro_receive / ipv6_gro_receive's first rejections (ipv4.py,
- * ipv6.py receive) for a tunnel's inner IP header at l3 that ip_level
- * does not handle: a protocol without a GRO handler (no_handler; IPv6:
- * behind extension headers, ext_header) passes g; else 0 (not handled) */
-static int inner_pass(const uint8_t *f, uint32_t cap, uint32_t l3, int v6, Seg *g)
-{
-    uint32_t off = l3 + (v6 ? 40 : 20), nh;
-    if (off > cap)
-        return 0;
-    if (!v6)
-        return has_handler(f[l3 + 9]) ? 0 : PASS(g, P_NO_HANDLER);
-    nh = f[l3 + 6];
-    while (nh == 0 || nh == 43 || nh == 60) {
-        if (off + 8 > cap)
-            return 0;
-        nh = f[off];
-        off += (uint32_t)(f[off + 1] + 1) << 3;
-    }
-    if (nh == 44 || has_handler(nh))
-        return 0;
-    return PASS(g, off == l3 + 40 ? P_NO_HANDLER : P_EXT_HEADER);
-}
-
-/* The tunnel steps of parse_frame after the outer IP level (kind at l4):
- * 1 with *l3, *l4, *et, *proto, *frag the inner level's; 0 when not
- * handled or g is passed (g->pass) */
-static int tunnel_frame(const Engine *e, const uint8_t *f, uint32_t cap, int kind, Seg *g,
-                        uint32_t *l3, uint32_t *l4, uint32_t *et, uint32_t *proto,
-                        uint32_t *frag)
-{
-    if (!tunnel_level(e, f, cap, kind, *l3, *l4, *et == 0x86DD, *frag, g, l3, et))
-        return 0;
-    int v6 = *et == 0x86DD;
-    if (!ip_level(e, f, cap, *l3, v6, l4, proto, frag) || !has_handler(*proto))
-        return inner_pass(f, cap, *l3, v6, g);
-    if (tun_kind(e, f, *l4, *proto, v6))
-        return PASS(g, P_TUNNEL_NESTED);        /* encap_mark: one level only */
-    return 1;
-}
-
-/* A tunnelled frame (g->f, g->n bytes, IP version et at l3, behind tags
- * VLAN tags): the outer IP level as ip_level takes it (not cut by a
- * snaplen: the whole outer datagram), the tunnel steps, the inner TCP /
- * UDP header.  RX_SEG (g filled as parse_frame fills it, g->t the outer
- * level), RX_PASS (a tunnel case the reference passes), RX_NO (not
+/* A tunnelled frame: g holds its outer IP level as rx_ipv4 / rx_ipv6 (and
+ * rx_l4 for UDP) parsed it, proto its protocol (encap.py inner_receive).
+ * The tunnel header's step, then the inner IP level and its TCP / UDP
+ * header as a plain packet's (rx_ipv4 / rx_ipv6, rx_l4: the same passes);
+ * an inner protocol with a tunnel callback of its own passes
+ * (tunnel_nested: encap_mark, one level only).  The inner L3 flush is
+ * OR-ed with the outer one (g->flush_l3); g->cflush keeps the inner
+ * level's own (its checksum is not verified then: ipv4.py / ipv6.py
+ * cblock).  RX_SEG (g filled as parse_frame fills it, the L4 fields the
+ * inner flow's, g->t the outer level), RX_PASS (g->pass), RX_NO (not
  * handled here: the Python engine's). */
-static int rx_tunnel(const Engine *e, Seg *g, uint32_t l3, uint32_t et, uint32_t tags)
+static int rx_tunnel(const Engine *e, Seg *g, uint32_t proto)
 {
-    const uint8_t *f = g->f;
-    uint32_t cap = g->n, l4, frag, proto;
-    if (cap != g->orig || cap < 20 + 8
-            || !ip_level(e, f, cap, l3, et == 0x86DD, &l4, &proto, &frag))
-        return RX_NO;
-    int kind = tun_kind(e, f, l4, proto, et == 0x86DD);
+    int kind = tun_kind(e, g->f, g->l4, proto, g->v6), oflush = g->flush_l3;
+    uint32_t l3, et;
     if (!kind)
         return RX_NO;
-    g->t.l3 = l3;
     g->pass = 0;
-    if (!tunnel_frame(e, f, cap, kind, g, &l3, &l4, &et, &proto, &frag))
+    if (!tunnel_level(e, g, kind, &l3, &et))
         return g->pass ? rx_pass(g, g->pass - 1) : RX_NO;
-    if (!l4_level(f, cap, l4, proto, g) || l4 + g->hl > HDRMAX)
-        return RX_NO;
     g->l3 = l3;
-    g->l4 = l4;
-    g->tags = tags;
     g->v6 = et == 0x86DD;
-    g->df = frag & 0x4000;
-    g->flush_l3 = 0;
-    g->ucsum = g->udp ? be16(f + l4 + 6) : 0;
+    int r = g->v6 ? rx_ipv6(e, g, &proto) : rx_ipv4(e, g, &proto);
+    if (r == RX_SEG)
+        r = rx_l4(g, proto);
+    if (r == RX_TUN || (r == RX_SEG && g->udp && tun_kind(e, g->f, g->l4, 17, g->v6)))
+        return rx_pass(g, P_TUNNEL_NESTED);
+    if (r != RX_SEG)
+        return r;
+    if (g->l4 + g->hl > HDRMAX)
+        return RX_NO;
+    g->cflush = g->flush_l3;
+    g->flush_l3 |= oflush;
     return RX_SEG;
 }
 
@@ -2197,7 +2154,9 @@ static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t
     if (r == RX_SEG && g->udp && e->ntun && tun_kind(e, f, g->l4, 17, g->v6))
         r = RX_TUN;             /* UDP to a VXLAN / Geneve port */
     if (r == RX_TUN)
-        r = rx_tunnel(e, g, g->l3, et, tags);
+        r = rx_tunnel(e, g, proto);
+    else
+        g->cflush = g->flush_l3;
     if (r != RX_SEG)
         return r;
     g->ext = g->v6 ? g->l4 - g->l3 - 40 : 0;
@@ -2222,11 +2181,12 @@ static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
 }
 
 /* csum.verify's verdict on a segment it does not sum (no cblock): an L3
- * flush, a segment cut by a snaplen, or a UDP datagram without a checksum
- * (counted as skipped) */
+ * flush of its own IP level, a segment cut by a snaplen, or a UDP datagram
+ * without a checksum (counted as skipped: l3_flush when either level of a
+ * tunnel has the L3 flush) */
 static int csum_skipped(Engine *e, const Seg *g, int count)
 {
-    if (!(g->flush_l3 || g->n < g->orig || (g->udp && !g->ucsum)))
+    if (!(g->cflush || g->n < g->orig || (g->udp && !g->ucsum)))
         return 0;
     if (count && g->flush_l3)
         e->skip_l3++;
@@ -2242,6 +2202,8 @@ static void count_outer(Engine *e, Seg *g)
     e->verified += g->ocnt == 1;
     e->seed += g->ocnt == 2;
     e->csum_bad += g->ocnt == 3;
+    e->skip_l3 += g->ocnt == OCNT_SKIP_L3;
+    e->skip_cut += g->ocnt == OCNT_SKIP_CUT;
     g->ocnt = 0;
 }
 
@@ -2254,6 +2216,8 @@ static void count_outer(Engine *e, Seg *g)
 static int seg_csum(Engine *e, Seg *g, int count)
 {
     const uint8_t *f = g->f;
+    if (count)
+        count_outer(e, g);          /* GRE, a tunnel's UDP: verified first */
     if (!(e->verify || e->csum_valid))
         return RX_SEG;
     if (e->verify && csum_skipped(e, g, count))
@@ -2269,8 +2233,6 @@ static int seg_csum(Engine *e, Seg *g, int count)
         sd = 0xFFFF;
     if (e->verify) {
         uint32_t ps = sum16(f + g->pay, g->L);
-        if (count)
-            count_outer(e, g);      /* GRE, a tunnel's UDP: verified first */
         if ((pseudo + th + ps) % 0xFFFF == 0) {
             if (count)
                 e->verified++;
@@ -2501,38 +2463,52 @@ static PyObject *Engine_scan(Engine *e, PyObject *args)
     return PyLong_FromSsize_t(first < 0 ? n : first);
 }
 
+/* the nonzero counters of a[0..n-1] as a tuple of (index, count) pairs:
+ * in a run most counters stay 0, and the caller (cfast.CEngine.collect)
+ * then adds only these (a run is ~350 packets: per-counter work in Python
+ * was a tenth of a bulk merge's user time with the tunnel kinds) */
+static PyObject *nonzero_pairs(const uint64_t *a, int n)
+{
+    int m = 0;
+    for (int k = 0; k < n; k++)
+        m += a[k] != 0;
+    PyObject *t = PyTuple_New(m);
+    for (int k = 0, j = 0; t && k < n; k++) {
+        if (!a[k])
+            continue;
+        PyObject *p = Py_BuildValue("iK", k, (unsigned long long)a[k]);
+        if (!p) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, j++, p);
+    }
+    return t;
+}
+
 /* stats() -> (flush counts, pass counts, verified, seed, singles, aggregates,
- * segments, hist list, aggregates by kind, segments by kind: tcp,
- * tcp_fraglist, udp, udp_fraglist, checksums bad, skipped_l3_flush,
- * skipped_truncated, aggregates cut by a snaplen, bytes they left out);
- * resets them */
+ * segments, hist list, aggregates by kind, segments by kind, checksums bad,
+ * skipped_l3_flush, skipped_truncated, aggregates cut by a snaplen, bytes
+ * they left out); the counts by reason and by kind as nonzero_pairs
+ * (index: FLUSH_NAMES, PASS_NAMES, KIND_NAMES; a kind with aggregates has
+ * segments, so both lists have the same indexes); resets them */
 static PyObject *Engine_stats(Engine *e, PyObject *unused)
 {
-    PyObject *fl = PyTuple_New(F_N), *pa = PyTuple_New(P_N), *hi = PyList_New((Py_ssize_t)e->hist_n);
-    if (!fl || !pa || !hi)
-        goto fail;
-    for (int k = 0; k < F_N; k++)
-        PyTuple_SET_ITEM(fl, k, PyLong_FromUnsignedLongLong(e->flush[k]));
-    for (int k = 0; k < P_N; k++)
-        PyTuple_SET_ITEM(pa, k, PyLong_FromUnsignedLongLong(e->pass[k]));
+    PyObject *hi = PyList_New((Py_ssize_t)e->hist_n);
+    if (!hi)
+        return NULL;
     for (size_t k = 0; k < e->hist_n; k++)
         PyList_SET_ITEM(hi, (Py_ssize_t)k, PyLong_FromUnsignedLong(e->hist[k]));
-    PyObject *ka = PyTuple_New(K_N), *ks = PyTuple_New(K_N);
-    for (int k = 0; ka && ks && k < K_N; k++) {
-        PyTuple_SET_ITEM(ka, k, PyLong_FromUnsignedLongLong(e->kind_aggs[k]));
-        PyTuple_SET_ITEM(ks, k, PyLong_FromUnsignedLongLong(e->kind_segs[k]));
-    }
-    if (!ka || !ks) {
-        Py_XDECREF(ka);
-        Py_XDECREF(ks);
-        goto fail;
-    }
-    PyObject *r = Py_BuildValue("NNKKKKKNNNKKKKK", fl, pa, (unsigned long long)e->verified,
+    PyObject *r = Py_BuildValue("NNKKKKKNNNKKKKK", nonzero_pairs(e->flush, F_N),
+                                nonzero_pairs(e->pass, P_N), (unsigned long long)e->verified,
                                 (unsigned long long)e->seed, (unsigned long long)e->singles,
                                 (unsigned long long)e->aggregates, (unsigned long long)e->segs, hi,
-                                ka, ks, (unsigned long long)e->csum_bad,
+                                nonzero_pairs(e->kind_aggs, K_N),
+                                nonzero_pairs(e->kind_segs, K_N), (unsigned long long)e->csum_bad,
                                 (unsigned long long)e->skip_l3, (unsigned long long)e->skip_cut,
                                 (unsigned long long)e->cut_aggs, (unsigned long long)e->cut_left);
+    if (!r)
+        return NULL;
     memset(e->flush, 0, sizeof e->flush);
     memset(e->pass, 0, sizeof e->pass);
     e->verified = e->seed = e->singles = e->aggregates = e->segs = 0;
@@ -2541,11 +2517,6 @@ static PyObject *Engine_stats(Engine *e, PyObject *unused)
     memset(e->kind_segs, 0, sizeof e->kind_segs);
     e->hist_n = 0;
     return r;
-fail:
-    Py_XDECREF(fl);
-    Py_XDECREF(pa);
-    Py_XDECREF(hi);
-    return NULL;
 }
 
 /* release() -> list, bucket 0..7 oldest first, of (bucket, hash, head frame,
@@ -2705,18 +2676,16 @@ static int Engine_set_clocks(Engine *e, PyObject *v, void *closure)
     return 0;
 }
 
-/* timing_stats() -> (poll ends by gap bucket, budget ends, moved x2, moved
- * x0.5) since the last call (GROStats.poll_gaps, budget_ends, moved);
- * resets */
+/* timing_stats() -> (poll ends by gap bucket: nonzero_pairs, budget ends,
+ * moved x2, moved x0.5) since the last call (GROStats.poll_gaps,
+ * budget_ends, moved); resets */
 static PyObject *Engine_timing_stats(Engine *e, PyObject *unused)
 {
-    PyObject *g = PyTuple_New(GAP_BUCKETS);
-    if (!g)
-        return NULL;
-    for (int k = 0; k < GAP_BUCKETS; k++)
-        PyTuple_SET_ITEM(g, k, PyLong_FromUnsignedLongLong(e->poll_gaps[k]));
-    PyObject *r = Py_BuildValue("NKKK", g, (unsigned long long)e->budget_ends,
+    PyObject *r = Py_BuildValue("NKKK", nonzero_pairs(e->poll_gaps, GAP_BUCKETS),
+                                (unsigned long long)e->budget_ends,
                                 (unsigned long long)e->moved2, (unsigned long long)e->movedh);
+    if (!r)
+        return NULL;
     memset(e->poll_gaps, 0, sizeof e->poll_gaps);
     e->budget_ends = e->moved2 = e->movedh = 0;
     return r;
@@ -2736,11 +2705,12 @@ static PyMethodDef Engine_methods[] = {
     {"output", (PyCFunction)Engine_output, METH_VARARGS,
      "output(swap, unit, off, iface): the layout of the records written from now on"},
     {"stats", (PyCFunction)Engine_stats, METH_NOARGS,
-     "stats() -> (flush, passed, verified, seed, bad, singles, aggregates, segments, hist, "
-     "aggregates by kind, segments by kind); resets"},
+     "stats() -> (flush, passed, verified, seed, singles, aggregates, segments, hist, "
+     "aggregates by kind, segments by kind, bad, skipped_l3, skipped_cut, cut aggregates, "
+     "cut bytes left); by reason / kind: (index, count) pairs of the nonzero; resets"},
     {"timing_stats", (PyCFunction)Engine_timing_stats, METH_NOARGS,
-     "timing_stats() -> (poll ends by gap bucket, budget ends, moved x2, moved x0.5); "
-     "resets"},
+     "timing_stats() -> (poll ends by gap bucket: (index, count) pairs, budget ends, "
+     "moved x2, moved x0.5); resets"},
     {"release", (PyCFunction)Engine_release, METH_NOARGS,
      "release() -> the held aggregates as tuples, bucket order; holds nothing after"},
     {NULL}

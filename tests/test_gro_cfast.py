@@ -380,6 +380,10 @@ def test_sum16_matches_reference():
         d = bytes(rnd.randrange(256) for _ in range(n))
         assert sum16(d) == ones_sum(d)
     assert sum16(b"\xff" * 64) == ones_sum(b"\xff" * 64)
+    # words that carry out of 64 bits on every addition (add_carry)
+    for n in list(range(80)) + [65535, 65536]:
+        for d in (b"\xff" * n, (b"\xff\xfe" * n)[:n], (b"\x80" * n)):
+            assert sum16(d) == ones_sum(d)
 
 
 def test_records_walk_matches_python():

@@ -25,6 +25,7 @@ from pcapgro.gro.engine import GROEngine as _Engine
 from pcapgro.record import Packet
 
 import test_rule_list as rl
+import pktbuild
 from pktbuild import ACK, PSH, Flow
 from test_gro_tunnels import KINDS, _seq
 from tunnelbuild import Tunnel
@@ -124,16 +125,13 @@ def test_udp_inside_tunnels(c_only, kind, tkw, csum):
 
 
 TUNNEL_RULES = [n for n in rl.CASES if n.split(".")[0] in ("tunnel", "vxlan", "geneve", "gre")]
-# caplen < original length: the compiled core never takes such a record
-NOT_IN_C = {"vxlan.truncated"}
 
 
 @pytest.mark.parametrize("name", TUNNEL_RULES)
-def test_tunnel_rule_in_c(monkeypatch, name):
+def test_tunnel_rule_in_c(c_only, name):
     """Each tunnel rule of pcapgro/gro/rules.py fires in the compiled core
-    (no hand-over) with the reference's output and statistics."""
-    if name not in NOT_IN_C:
-        monkeypatch.setattr(_Engine, "_chunk_py", _handed_over)
+    (no hand-over; vxlan.truncated, a snaplen cut, too) with the
+    reference's output and statistics."""
     items, cfg = rl.CASES[name]()
     pkts = rl._stamp(items)
     rule = next(r for r in rl.RULES if r.name == name)
@@ -193,21 +191,36 @@ def test_nested_and_inner_rejects_pass_in_c(c_only):
     assert st["pass_reasons"] == {"tunnel_nested": 8, "no_handler": 1}
 
 
+def _refused():
+    """A record the compiled core does not take, so that it hands over what
+    it holds: a tunnelled packet behind three VLAN tags (more than MAXTAGS;
+    a plain one the core may take)."""
+    return _tagged(Tunnel("gre").wrap(Flow(4, sport=9).pkt(0, 100)), [(0x8100, 1)] * 3)
+
+
+def _handed(pkts, **cfg):
+    """The records the reference path took when the compiled core ran."""
+    engs = []
+    rl.compiled(pkts, engine=engs, **cfg)
+    return engs[0].py_records
+
+
 def test_hand_over_mid_aggregate():
-    """A record the core does not take (IPv4 options in a tunnel) in the
-    middle of held tunnel aggregates: they are handed over (release,
-    adopt) and the Python engine goes on exactly, and the core takes over
-    again after a poll gap."""
+    """A record the core does not take (_refused) in the middle of held
+    tunnel aggregates: they are handed over (release, adopt) and the
+    Python engine goes on exactly, and the core takes over again after a
+    poll gap."""
     tv, tg = Tunnel("vxlan", udp_csum="valid"), Tunnel("gre", gre_key=4, gre_csum=True)
     f, h = Flow(4, ipid="inc"), Flow(6, sport=7000)
     pkts = []
     for i in range(4):
         pkts += [tv.wrap(f.pkt(i * 100, 100)), tg.wrap(h.pkt(i * 200, 200))]
-    pkts.append(Tunnel("ipip").wrap(Flow(4, sport=9).pkt(0, 100, ip_options=b"\x01" * 4)))
+    pkts.append(_refused())
     for i in range(4, 8):
         pkts += [tv.wrap(f.pkt(i * 100, 100)), tg.wrap(h.pkt(i * 200, 200))]
     pkts.append(rl.GAP)
     pkts += [tv.wrap(f.pkt(i * 100, 100)) for i in range(8, 8 + 70)]
+    assert 0 < _handed(rl._stamp(pkts), **VX) < len(pkts)
     for csum in ("valid", "kernel"):
         for annotate in (False, True):
             st = _same(rl._stamp(pkts), csum=csum, **VX) if not annotate else None
@@ -295,19 +308,13 @@ def _kernel_cases():
     return sorted(_cases().items())
 
 
-# plain UDP with checksum 0 (no socket on 4790): never the compiled core's
-_KERNEL_NOT_IN_C = {"vxlan_other_port"}
-
-
 @pytest.mark.parametrize("name,case", _kernel_cases(), ids=[n for n, _ in _kernel_cases()])
-def test_kernel_oracle_cases_in_c(monkeypatch, name, case):
+def test_kernel_oracle_cases_in_c(c_only, name, case):
     """The shapes tests/test_gro_tunnels_kernel.py checks against the
     running kernel (reference == kernel there), with the oracle's
-    configuration: the compiled core takes them all and equals the
-    reference."""
+    configuration: the compiled core takes them all (vxlan_other_port,
+    plain UDP with checksum 0, too) and equals the reference."""
     import kernel_oracle as ko
-    if name not in _KERNEL_NOT_IN_C:
-        monkeypatch.setattr(_Engine, "_chunk_py", _handed_over)
     pkts = rl._stamp(ko.case_packets(case))
     _same(pkts, hash="none", csum="kernel", vlan_gro=False, **VX)
 
@@ -367,8 +374,9 @@ def test_hand_over_keeps_outer_fixed_id(kind, tkw):
     engine merges the next segments of the same ID into it."""
     t, f = Tunnel(kind, **tkw), Flow(4, ipid="inc")
     pkts = [t.wrap(f.pkt(i * 100, 100)) for i in range(3)]
-    pkts.append(Tunnel("ipip").wrap(Flow(4, sport=9).pkt(0, 100, ip_options=b"\x01" * 4)))
+    pkts.append(_refused())
     pkts += [t.wrap(f.pkt(i * 100, 100)) for i in range(3, 6)]
+    assert _handed(rl._stamp(pkts), **VX) > 0
     st = _same(rl._stamp(pkts), **VX)
     assert st["segments_per_aggregate"]["max"] == 6
 
@@ -389,3 +397,209 @@ def test_tunnel_traffic_hypothesis(fmt, seed, mutate, csum, verify, udp, fraglis
         _same(pkts, **cfg)
     else:
         assert _pcapng(pkts, True, **cfg) == _pcapng(pkts, False, **cfg)
+
+
+# ------------------------------------------------- cut and L3-flushed tunnels
+# (issue 23: what the compiled core handed over before: a tunnelled packet
+# cut by a snaplen or with an L3 flush on either level, and the passes of an
+# inner level the tunnel steps did not walk)
+
+CUT_KINDS = [("vxlan", dict(udp_csum="valid")), ("vxlan", {}),
+             ("geneve", dict(geneve_opts=b"\1\2\3\4")), ("gre", dict(gre_key=3, gre_csum=True)),
+             ("gre", dict(gre_teb=True)), ("ipip", {}), ("ipip", dict(family=6))]
+
+
+def _c_same(pkts, **cfg):
+    """The compiled core takes every record (``py_records`` 0) and gives the
+    reference's (``compiled=False``) pcap and statistics, and its annotated
+    pcapng; returns the stats."""
+    engs = []
+    ref, ref_stats = rl.reference(pkts, **cfg)
+    got, got_stats = rl.compiled(pkts, engine=engs, **cfg)
+    assert engs[0].py_records == 0
+    assert got_stats == ref_stats
+    assert got == ref
+    assert _pcapng(pkts, True, **cfg) == _pcapng(pkts, False, **cfg)
+    return ref_stats
+
+
+def _framed(p, data):
+    """Packet ``p`` with frame bytes ``data`` (on the wire as captured)."""
+    return Packet(p.ts, data, len(data), p.iface, p.linktype)
+
+
+def _cuts(kind, tkw, fam=4):
+    """Runs of 4 segments of one tunnelled flow, a poll gap apart, the 2nd
+    of each cut by a snaplen at every length from 14 bytes to 4 bytes into
+    its payload, then the 3rd and 4th cut 50 bytes into theirs."""
+    t, f = Tunnel(kind, **tkw), Flow(fam, ipid="inc")
+    full = len(t.wrap(f.pkt(0, 100)).data)
+    out, seq = [], 0
+    for n in range(14, full - 96):
+        run = [t.wrap(f.pkt(seq + i * 100, 100)) for i in range(4)]
+        seq += 400
+        run[1] = rl._cut(run[1], n)
+        run[2], run[3] = rl._cut(run[2], full - 50), rl._cut(run[3], full - 50)
+        out += run + [rl.GAP]
+    return out
+
+
+@pytest.mark.parametrize("kind,tkw", CUT_KINDS, ids=str)
+@pytest.mark.parametrize("csum", ["valid", "kernel"])
+def test_tunnel_cut_by_snaplen_in_c(kind, tkw, csum):
+    """A tunnelled segment cut by a snaplen anywhere: in the outer or inner
+    headers (truncated), in the payload (held, merged: the aggregate keeps
+    the payload up to the cut, the seeds for its checksums, the outer
+    checksum skipped as truncated)."""
+    st = _c_same(rl._stamp(_cuts(kind, tkw)), csum=csum, **VX)
+    assert st["pass_reasons"].get("truncated", 0) > 0
+    assert st["aggregates"] > 0
+    if kind in ("vxlan", "gre") and tkw.get("udp_csum", tkw.get("gre_csum")):
+        assert st["checksums"].get("skipped_truncated", 0) > 0
+
+
+def _flushes(kind, tkw):
+    """Segments of a tunnelled flow where one in two has an L3 flush: the
+    outer IPv4 total length too large or too small (padding after it), the
+    outer reserved bit, the inner total length (a trailer in the inner
+    frame), the outer IPv6 payload length."""
+    t, f = Tunnel(kind, **tkw), Flow(4, ipid="inc")
+    out, seq = [], 0
+
+    def seg(**kw):
+        nonlocal seq
+        seq += 100
+        return f.pkt(seq - 100, 100, **kw)
+
+    for bad in range(5):
+        out.append(t.wrap(seg()))
+        p = t.wrap(seg(trailer=b"\0" * 6) if bad == 3 else seg())
+        d = bytearray(p.data)
+        if t.family == 6:
+            if bad < 3:
+                d[18:20] = (int.from_bytes(d[18:20], "big") + (1, -1, 8)[bad]).to_bytes(2, "big")
+            elif bad == 4:
+                d += b"\0" * 4
+        elif bad == 0:
+            p = rl._poke(p, 16, (len(d) - 14 + 4).to_bytes(2, "big"))
+        elif bad == 1:
+            d += b"\0" * 4               # padding after the outer datagram
+        elif bad == 2:
+            p = rl._poke(p, 20, bytes([d[20] | 0x80]))
+        out.append(p if bad in (0, 2) and t.family == 4 else _framed(p, bytes(d)))
+        out.append(t.wrap(seg()))
+    return out
+
+
+@pytest.mark.parametrize("kind,tkw", CUT_KINDS, ids=str)
+@pytest.mark.parametrize("verify", [True, False])
+@pytest.mark.parametrize("udp", ["none", "gro"])
+def test_tunnel_l3_flush_in_c(kind, tkw, verify, udp):
+    """An L3 flush on either level of a tunnelled packet (its own IP
+    level's checksum skipped as l3_flush, the outer one's too when the
+    outer level has it): passed or ending its flow's aggregate (l3_flush),
+    in the compiled core as in the reference."""
+    st = _c_same(rl._stamp(_flushes(kind, tkw)), verify_csum=verify, udp=udp, **VX)
+    assert st["flush_reasons"].get("l3_flush", 0) + st["pass_reasons"].get("l3_flush", 0) > 0
+    if verify:
+        assert st["checksums"].get("skipped_l3_flush", 0) > 0
+
+
+def test_inner_udp_flush_and_zero_checksum_in_c():
+    """Inner UDP: an L3-flushed datagram ends its aggregate (udp --gro), a
+    datagram with checksum 0 passes (udp_zero_csum)."""
+    t, f = Tunnel("vxlan", udp_csum="valid"), Flow(4, ipid="inc")
+    pkts = [t.wrap(f.udp(200)) for _ in range(3)]
+    p = t.wrap(f.udp(200))
+    pkts.append(_framed(p, p.data + b"\0" * 4))
+    z = f.udp(200)
+    pkts.append(t.wrap(rl._poke(z, 14 + 20 + 6, b"\0\0")))
+    pkts += [t.wrap(f.udp(200)) for _ in range(2)]
+    st = _c_same(rl._stamp(pkts), udp="gro", **VX)
+    assert st["pass_reasons"]["udp_zero_csum"] == 1
+
+
+@pytest.mark.parametrize("kind,tkw", CUT_KINDS, ids=str)
+def test_inner_ip_rejects_in_c(kind, tkw):
+    """The inner IP level's passes (ipv4.py / ipv6.py receive on the inner
+    header): IPv4 options, a fragment, a bad header checksum, an IPv6
+    Fragment header; and IPv4 options, a fragment, a bad header checksum
+    of the outer level carrying a tunnel protocol."""
+    t, f, h = Tunnel(kind, **tkw), Flow(4, ipid="inc"), Flow(6, sport=5)
+    pkts = [t.wrap(f.pkt(0, 100)), t.wrap(f.pkt(100, 100, ip_options=b"\1\1\1\0")),
+            t.wrap(f.pkt(200, 100, mf=True)), t.wrap(f.pkt(300, 100, ip_csum="bad")),
+            t.wrap(h.pkt(0, 100, exthdrs=[pktbuild.frag6()])), t.wrap(f.pkt(400, 100))]
+    if t.family == 4:
+        p = t.wrap(f.pkt(500, 100))
+        pkts += [rl._poke(p, 14 + 6, b"\x20\x00"), rl._poke(p, 24, b"\0\1", ip_fix=False)]
+    st = _c_same(rl._stamp(pkts), **VX)
+    assert st["pass_reasons"]["ip_options"] == 1
+    assert st["pass_reasons"]["fragment"] == 2 + (t.family == 4)
+
+
+@pytest.mark.parametrize("vlan_gro", [True, False])
+@pytest.mark.parametrize("kind,tkw", [("vxlan", {}), ("gre", dict(gre_teb=True)),
+                                      ("geneve", {})], ids=str)
+def test_inner_vlan_tags_any_number_in_c(kind, tkw, vlan_gro):
+    """An inner Ethernet header with 1 to 3 VLAN tags (VLAN GRO off: passed,
+    no_handler), or a tag cut short by a snaplen (tunnel_inner)."""
+    t = Tunnel(kind, **tkw)
+    pkts = []
+    for k in range(1, 4):
+        f = Flow(4, vlans=[(0x8100, v) for v in range(k)], ipid="inc", sport=k)
+        pkts += [t.wrap(f.pkt(i * 100, 100)) for i in range(3)]
+    p = t.wrap(Flow(4, vlans=[(0x8100, 1)] * 3).pkt(0, 100))
+    pkts.append(rl._cut(p, len(p.data) - 100 - 20 - 20 - 2 - 4))
+    st = _c_same(rl._stamp(pkts), vlan_gro=vlan_gro, **VX)
+    assert st["pass_reasons"]["tunnel_inner_no_handler"] == 1
+    if not vlan_gro:
+        assert st["pass_reasons"]["no_handler"] == 9
+
+
+def _mixed_damaged(seed, n=300):
+    """_mixed traffic where some packets are cut by a snaplen, padded (an
+    outer L3 flush) or get an inner trailer's L3 flush."""
+    rnd = random.Random(seed)
+    out = []
+    for p in _mixed(seed, n):
+        r = rnd.random()
+        if p == rl.GAP or r > 0.15:
+            out.append(p)
+        elif r < 0.07:
+            out.append(rl._cut(p, rnd.randrange(14, len(p.data))))
+        else:
+            out.append(_framed(p, p.data + b"\0" * rnd.randrange(1, 9)))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_generated_damaged_tunnel_traffic_fully_in_c(seed):
+    """Generated mixed tunnel traffic with snaplen cuts and L3 flushes:
+    ``py_records == 0`` (no record goes to the reference path) and the
+    reference's output, in the configurations of the other generated
+    tests."""
+    rnd = random.Random(seed)
+    cfg = dict(csum=rnd.choice(["valid", "kernel"]), verify_csum=rnd.random() < 0.7,
+               udp=rnd.choice(["gro", "none"]), fraglist=rnd.random() < 0.3,
+               hash=rnd.choice(["flow", "none"]), **VX)
+    st = _c_same(rl._stamp(_mixed_damaged(seed)), **cfg)
+    assert st["aggregates"] > 0
+
+
+@pytest.mark.parametrize("kind,tkw", CUT_KINDS, ids=str)
+@pytest.mark.parametrize("csum", ["valid", "kernel"])
+def test_hand_over_cut_tunnel_aggregate(kind, tkw, csum):
+    """A tunnelled aggregate holding segments cut by a snaplen, handed over
+    (release, adopt: its cut and the bytes left out go along) at a record
+    the core does not take: the reference's output and statistics."""
+    t, f = Tunnel(kind, **tkw), Flow(4, ipid="inc")
+    full = len(t.wrap(f.pkt(0, 100)).data)
+    t, f = Tunnel(kind, **tkw), Flow(4, ipid="inc")
+    pkts = [t.wrap(f.pkt(0, 100)), rl._cut(t.wrap(f.pkt(100, 100)), full - 50),
+            rl._cut(t.wrap(f.pkt(200, 100)), full - 30), _refused(),
+            t.wrap(f.pkt(300, 100)), t.wrap(f.pkt(400, 100))]
+    pkts = rl._stamp(pkts)
+    assert _handed(pkts, csum=csum, **VX) > 0
+    st = _same(pkts, csum=csum, **VX)
+    assert st["segments_per_aggregate"]["max"] == 5
+    assert _pcapng(pkts, True, csum=csum, **VX) == _pcapng(pkts, False, csum=csum, **VX)

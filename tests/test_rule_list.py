@@ -239,9 +239,9 @@ def compiled(pkts, engine=None, **cfg):
 
 
 # the rules whose packets the compiled core still hands over to the
-# reference path (a tunnelled packet cut by a snaplen); every other rule's
-# case must run in the compiled core alone
-HANDED_OVER = ("vxlan.truncated",)
+# reference path: none (a tunnelled packet cut by a snaplen, the last one,
+# runs in it too); every rule's case must run in the compiled core alone
+HANDED_OVER = ()
 
 
 def _in_c(rule):

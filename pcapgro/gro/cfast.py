@@ -18,8 +18,8 @@ reference and is in charge: it gives a chunk to the compiled loop only when
 it holds nothing itself; the loop passes up what GRO passes unchanged (ARP,
 ICMP, fragments, bad checksums..., under the reference's Pass reasons) and
 stops at the first record it does not handle (see ``_native.c`` for which:
-a tunnelled packet cut by a snaplen, an EPB with options into pcapng
-output...), and the aggregates it holds then are handed over as
+a tunnelled packet behind a third VLAN tag, an EPB with options into
+pcapng output...), and the aggregates it holds then are handed over as
 :class:`pcapgro.gro.seg.Agg` objects
 (:meth:`CEngine.release`, ``GROEngine.adopt``), so the Python engine
 continues exactly where it stopped; at a poll start after an arrival gap
@@ -298,15 +298,15 @@ class CEngine:
                            lb.linktype, *_epb_args(lb))
 
     def collect(self, st):
-        """Add the loop's counters to GROStats ``st`` (and reset them)."""
+        """Add the loop's counters to GROStats ``st`` (and reset them); the
+        counts by reason, kind and gap come as (index, count) pairs of the
+        nonzero ones."""
         (flush, passed, verified, seed, singles, aggs, segs, hist, kind_aggs,
          kind_segs, bad, skip_l3, skip_cut, cut_aggs, cut_left) = self.c.stats()
-        for r, v in zip(FLUSH_CODES, flush):
-            if v:
-                st.flush[r] += v
-        for r, v in zip(PASS_CODES, passed):
-            if v:
-                st.passed[r] += v
+        for k, v in flush:
+            st.flush[FLUSH_CODES[k]] += v
+        for k, v in passed:
+            st.passed[PASS_CODES[k]] += v
         if verified:
             st.csum["verified"] += verified
         if seed:
@@ -324,15 +324,13 @@ class CEngine:
         if aggs:
             st.aggregates += aggs
             st.segments_merged += segs
-            for kind, a, n in zip(KINDS, kind_aggs, kind_segs):
-                if a:
-                    st.by_kind[kind] += a
-                    st.segments_by_kind[kind] += n
+            for (k, a), (_, n) in zip(kind_aggs, kind_segs):
+                st.by_kind[KINDS[k]] += a
+                st.segments_by_kind[KINDS[k]] += n
             st.hist.update(hist)
         gaps, budget_ends, moved2, movedh = self.c.timing_stats()
-        for k, v in enumerate(gaps):
-            if v:
-                st.poll_gaps[k] += v
+        for k, v in gaps:
+            st.poll_gaps[k] += v
         st.budget_ends += budget_ends
         st.count_moves(moved2, 0)
         st.count_moves(0, movedh)
