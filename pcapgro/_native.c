@@ -2093,9 +2093,9 @@ static int tunnel_level(const Engine *e, Seg *g, int kind, uint32_t *il3, uint32
  * header as a plain packet's (rx_ipv4 / rx_ipv6, rx_l4: the same passes);
  * an inner protocol with a tunnel callback of its own passes
  * (tunnel_nested: encap_mark, one level only).  The inner L3 flush is
- * OR-ed with the outer one (g->flush_l3); g->cflush keeps the inner
- * level's own (its checksum is not verified then: ipv4.py / ipv6.py
- * cblock).  RX_SEG (g filled as parse_frame fills it, the L4 fields the
+ * OR-ed with the outer one (g->flush_l3, g->cflush: NAPI_GRO_CB(skb)->flush
+ * is one flag, and tcp4/udp4_gro_receive skip the inner checksum when
+ * either level set it, as encap.py inner_receive).  RX_SEG (g filled as parse_frame fills it, the L4 fields the
  * inner flow's, g->t the outer level), RX_PASS (g->pass), RX_NO (not
  * handled here: the Python engine's). */
 static int rx_tunnel(const Engine *e, Seg *g, uint32_t proto)
@@ -2118,8 +2118,9 @@ static int rx_tunnel(const Engine *e, Seg *g, uint32_t proto)
         return r;
     if (g->l4 + g->hl > HDRMAX)
         return RX_NO;
-    g->cflush = g->flush_l3;
     g->flush_l3 |= oflush;
+    g->cflush = g->flush_l3;    /* one flush flag for all levels: an outer L3 flush
+                                   skips the inner checksum too (encap.py) */
     return RX_SEG;
 }
 

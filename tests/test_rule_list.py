@@ -85,6 +85,16 @@ def _tun(kind, n=3, plen=100, inner=None, each=None, **tkw):
     t = Tunnel(kind, **tkw)
     f = inner or Flow(4, ipid="inc")
     return [t.wrap(f.pkt(i * plen, plen), **(each(i) if each else {})) for i in range(n)]
+def _outer_flush_bad_inner():
+    """Three IPIP segments; the third's outer header has the evil bit (an
+    L3 flush) and its inner TCP checksum is bad: the kernel does not verify
+    it, so the packet completes the held aggregate instead of passing it."""
+    t, f = Tunnel("ipip"), Flow(4, ipid="inc")
+    ps = [t.wrap(f.pkt(i * 100, 100, **({"csum": 0x1234} if i == 2 else {}))) for i in range(3)]
+    ps[2] = _poke(ps[2], 20, bytes([ps[2].data[20] | 0x80]))
+    return ps
+
+
 GAP = "gap"                         # a marker: the next packet comes after a poll gap
 
 CASES = {
@@ -149,6 +159,7 @@ CASES = {
     "tunnel.outer_tos_changed": lambda: (_tun("ipip", each=lambda i: {"tos": 4 * (i > 1)}), {}),
     "tunnel.outer_df_changed": lambda: (_tun("vxlan", each=lambda i: {"df": i > 1}), VX),
     "tunnel.outer_ip_id": lambda: (_tun("vxlan", each=lambda i: {"ident": 5 + 3 * i}), VX),
+    "tunnel.outer_flush_inner_csum": lambda: (_outer_flush_bad_inner(), {}),
     "vxlan.bad_outer_udp_csum": lambda: (_tun("vxlan", udp_csum="valid",
                                               each=lambda i: {"csum": 0x1234 + i}), VX),
     "vxlan.truncated": lambda: ([_cut(p, 14 + 20 + 8 + 4) for p in _tun("vxlan")], VX),

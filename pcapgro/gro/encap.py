@@ -96,7 +96,14 @@ def inner_receive(napi, seg, kind, et, l3off, same, mac=None, csum_at=None):
     inner.outer = o
     inner.vlan = seg.vlan
     inner.l3len = seg.l3len
-    inner.flush_l3 = inner.flush_l3 or seg.flush_l3
+    if seg.flush_l3:
+        # the outer level flagged the packet flush (NAPI_GRO_CB(skb)->flush
+        # is one flag for all levels): tcp4/udp4_gro_receive skip the inner
+        # checksum ("Don't bother verifying checksum if we're going to flush
+        # anyway"), so a bad one completes its flow's aggregate as any
+        # flushed packet does instead of passing ahead of it (seen on 6.18)
+        inner.flush_l3 = True
+        inner.cblock = None
     head = bytes(d[:seg.l3off]) + outer_id(seg) + same
     if mac is not None:
         head += bytes(d[mac:l3off])

@@ -132,6 +132,9 @@ RULES = (
        "outer (frag_off ^ frag_off2) & IP_DF"),
     _r("tunnel.outer_ip_id", Flush.OUTER_IP_ID, "inet_gro_flush (outer): ID neither "
        "incrementing nor fixed (ip_fixedid bit 0, 6.18)"),
+    _r("tunnel.outer_flush_inner_csum", Flush.L3_FLUSH, "tcp4_gro_receive / udp4_gro_receive: "
+       "no skb_gro_checksum_validate when NAPI_GRO_CB(skb)->flush, which the outer level's "
+       "inet_gro_receive set (a bad inner checksum completes the flow, as seen on 6.18)"),
     _r("vxlan.bad_outer_udp_csum", Pass.BAD_UDP_CSUM, "udp4_gro_receive: "
        "skb_gro_checksum_validate_zero_check (nonzero outer checksum)"),
     _r("vxlan.truncated", Pass.TRUNCATED, "vxlan_gro_prepare_receive: skb_gro_header"),
