@@ -84,8 +84,10 @@
  * gap doubled and halved) while packets are held (timing_stats()).
  *
  * A record is handled here when: its record header is one the loop reads
- * (captured <= original length; an EPB: no options unless the output is
- * classic pcap, the chunk's interface, a time the output holds), and its
+ * (captured <= original length; an EPB: the chunk's interface, a time the
+ * output holds; its options, if any, kept as the reference writes them:
+ * _annotate.h ng_meta_opts, or the restore record's m= of a merged
+ * segment), and its
  * frame is either
  *   - passed up unchanged before flow matching, as the reference passes
  *     it (parse_frame, seg_csum; reasons of pcapgro/gro/flush.py Pass):
@@ -130,8 +132,7 @@
  * Anything else ends the run: another tunnelled packet (outer IPv4
  * options, a fragment, a cut or L3-flushed outer level...), three or more
  * VLAN tags, over 256
- * bytes of IPv6 extension headers, an EPB with options when the output is
- * pcapng (epb_options_ok).
+ * bytes of IPv6 extension headers.
  *
  * Checksums are one's-complement sums kept mod 0xFFFF (RFC 1071, RFC 1624),
  * with the edge cases of pcapgro/checksum.py (fold, checksum).
@@ -296,6 +297,9 @@ typedef struct {
     Tun t;                  /* the outer level of a tunnelled flow */
     uint32_t head_psum, tail_psum;   /* payload sums mod 0xFFFF */
     sbuf rows;              /* annotated: the restore record's s= rows so far */
+    sbuf mrows;             /* annotated: its m= entries so far (sb_meta_row) */
+    sbuf hopt;              /* pcapng output: the head's EPB options as read */
+    int hopt_swap;          /* their byte order: not the host's */
 } Agg;
 
 /* the work poll model's clock (pcapgro/gro/napi.py PollClock): costs
@@ -346,19 +350,28 @@ typedef struct {
     int64_t gap2, gaph;
     /* pcapng output (else classic pcap records): EPBs on interface
      * ng_iface in the byte order ng_swap says, timestamps in units of
-     * ng_div ns from ng_off; annotate: comments, flags, restore records */
-    int ng, ng_swap, annotate;
-    int64_t ng_div, ng_off;
+     * ng_div ns from ng_off (ng_bin k > 0: units of 2**-k s, rounded
+     * up as pcapng.ns_to_ts does); annotate: comments, flags, restore
+     * records.  ng_tmax: input times (and last_out_ts) are under it, so
+     * that every record time (never later than the latest of them: a
+     * flush timeout's comes before the next packet) has an EPB timestamp
+     * that fits 64 bits (epb_header, run) */
+    int ng, ng_swap, annotate, ng_bin;
+    int64_t ng_div, ng_off, ng_tmax;
     uint32_t ng_iface;
     /* the input records of the current run() / scan(): classic pcap
      * (16-byte headers, fraction unit in_mul ns) or EPBs (in_epb: of
-     * interface in_iface, time ticks * in_mul + in_off ns); in_swap: not
+     * interface in_iface, time ticks * in_mul + in_off ns, or with in_bin
+     * k > 0 (ticks * 10**9 >> k) + in_off: pcapng.ts_to_ns); in_swap: not
      * in host byte order */
     int in_epb, in_swap;
     int64_t in_mul, in_off;
+    int in_bin;
     uint32_t in_iface;
     int out_fixed;          /* output() set swap / mul: not the input's */
-    sbuf opts, txt;         /* scratch: one record's options and text */
+    sbuf opts, txt, rec;    /* scratch: one record's options and texts */
+    const uint8_t *ropt;    /* the options of the EPB in hand (roptn bytes, */
+    uint32_t roptn;         /* 0: none or a classic pcap record) */
     /* statistics since the last stats() */
     uint64_t poll_gaps[GAP_BUCKETS], budget_ends, moved2, movedh;
     uint64_t flush[F_N], pass[P_N], verified, seed, singles, aggregates, segs;
@@ -522,6 +535,14 @@ static inline void put32(uint8_t *p, uint32_t v, int swap)
     memcpy(p, &v, 4);
 }
 
+/* pcapng.ns_to_ts for a binary resolution 2**-k s: the ticks of rel ns
+ * after the interface's offset, rounded up (rel >= 0; output() and
+ * epb_header keep the result under 2**64) */
+static inline uint64_t ng_bin_ticks(int64_t rel, int k)
+{
+    return (uint64_t)((((unsigned __int128)rel << k) + 999999999) / 1000000000);
+}
+
 /* A record for ts (ns), caplen n, original length orig: a classic pcap
  * record in the input's format, or an EPB with the options opt (NULL:
  * none) already laid out around it.  Returns where its n bytes of frame
@@ -536,7 +557,8 @@ static uint8_t *out_record_cut(Engine *e, int64_t ts, uint32_t n, uint32_t orig,
         if (out_reserve(e, bl) < 0)
             return NULL;
         r = e->out + e->outlen;
-        uint64_t t = (uint64_t)(ts - e->ng_off) / (uint64_t)e->ng_div;   /* ts >= ng_off */
+        uint64_t t = e->ng_bin ? ng_bin_ticks(ts - e->ng_off, e->ng_bin)
+                               : (uint64_t)(ts - e->ng_off) / (uint64_t)e->ng_div;   /* ts >= ng_off */
         int sw = e->ng_swap;
         ng_put32(r, BT_EPB, sw);
         ng_put32(r + 4, (uint32_t)bl, sw);
@@ -570,31 +592,40 @@ static uint8_t *out_record_cut(Engine *e, int64_t ts, uint32_t n, uint32_t orig,
     return r;
 }
 
-/* the position record of a packet handed up alone (annotated output), or
- * NULL when there is none to write */
-static const sbuf *position_opts(Engine *e, int64_t idx, int64_t ts)
+/* the options of a packet handed up unchanged whose input EPB had the
+ * options raw (n bytes, byte order in_swap; n 0: none): with its position
+ * record when pos (annotated output: annotate.passed, single), else its
+ * own (PcapngWriter._packet_meta); NULL when there are none to write */
+static const sbuf *packet_opts(Engine *e, int pos, int64_t idx, int64_t ts,
+                               const uint8_t *raw, size_t n, int in_swap)
 {
-    if (!(e->ng && e->annotate))
+    if (!e->ng || !(pos || n))
         return NULL;
-    if (ng_position(&e->opts, &e->txt, (long long)idx, (long long)ts, e->ng_swap) < 0) {
+    int r = pos ? ng_position(&e->opts, &e->txt, (long long)idx, (long long)ts, raw, n,
+                              in_swap, e->ng_swap)
+                : ng_meta_opts(&e->opts, raw, n, in_swap, e->ng_swap, NULL, NULL, 0, 0);
+    if (r < 0) {
         PyErr_Clear();
         e->error = 1;
         return NULL;
     }
-    return &e->opts;
+    return e->opts.n ? &e->opts : NULL;
 }
 
 /* hand a packet (input index idx) up unchanged (GRO_NORMAL) at its own
  * time, even when that is earlier than a packet written before it
- * (last_out_ts: the latest time written, raised to ts if later); annotated,
- * with its position when it overtakes held packets (annotate.passed) */
+ * (last_out_ts: the latest time written, raised to ts if later), with its
+ * EPB's options (ropt); annotated, with its position when it overtakes
+ * held packets or carries pcapgro's comments (annotate.passed) */
 static void pass_frame(Engine *e, int reason, const uint8_t *f, uint32_t n, uint32_t orig,
                        int64_t ts, int64_t idx)
 {
     e->pass[reason]++;
     if (ts > e->last_out_ts)
         e->last_out_ts = ts;
-    uint8_t *d = out_record_cut(e, ts, n, orig, e->nheld ? position_opts(e, idx, ts) : NULL);
+    int pos = e->annotate && (e->nheld || (e->roptn && opt_own(e->ropt, e->roptn, e->in_swap)));
+    uint8_t *d = out_record_cut(e, ts, n, orig,
+                                packet_opts(e, pos, idx, ts, e->ropt, e->roptn, e->in_swap));
     if (d)
         memcpy(d, f, n);
 }
@@ -619,16 +650,6 @@ static void bucket_remove(Engine *e, int slot)
  * last_out_ts (the latest time written) if t is earlier */
 static uint32_t complete_headers(Engine *e, const Agg *a, uint8_t *d);
 
-/* annotate.aggregate for a snaplen-cut aggregate: the aggregate comment
- * and the TSO flag, no restore record (no exact one possible) */
-static int ng_aggregate_cut(sbuf *opts, sbuf *txt, uint32_t count, uint32_t mss,
-                            const char *proto, const char *ended, int swap)
-{
-    if (ng_agg_comment(opts, txt, count, mss, proto, ended, swap) < 0)
-        return -1;
-    return ng_tso_end(opts, swap);
-}
-
 /* the aggregate kind of a (KIND_NAMES, KIND_NOTES) */
 static inline int agg_kind(const Agg *a)
 {
@@ -637,19 +658,19 @@ static inline int agg_kind(const Agg *a)
 }
 
 /* the options of aggregate a written with headers hdr (hn bytes):
- * annotate.aggregate (pcapng, annotated), else NULL */
+ * annotate.aggregate (pcapng, annotated; a snaplen-cut one without a
+ * restore record), else its head's own (pcapng), else NULL */
 static const sbuf *agg_options(Engine *e, const Agg *a, const uint8_t *hdr, uint32_t hn,
                                int reason)
 {
     if (!(e->ng && e->annotate))
-        return NULL;
+        return packet_opts(e, 0, 0, 0, (const uint8_t *)a->hopt.p, a->hopt.n, a->hopt_swap);
     const char *proto = KIND_NOTES[agg_kind(a)];
     const char *ended = FLUSH_NAMES[reason];
-    int r = a->cut ? ng_aggregate_cut(&e->opts, &e->txt, a->count, a->mss, proto, ended,
-                                      e->ng_swap)
-                   : ng_aggregate(&e->opts, &e->txt, a->count, a->mss, (long long)a->head_idx,
-                                  (long long)a->head_ts, a->head_L, a->hdr, a->hlen, hdr, hn,
-                                  &a->rows, proto, ended, e->ng_swap);
+    int r = ng_aggregate(&e->opts, &e->txt, &e->rec, (const uint8_t *)a->hopt.p, a->hopt.n,
+                         a->hopt_swap, a->count, a->mss, a->cut, (long long)a->head_idx,
+                         (long long)a->head_ts, a->head_L, a->hdr, a->hlen, hdr, hn, &a->rows,
+                         &a->mrows, proto, ended, e->ng_swap);
     if (r < 0) {
         PyErr_Clear();
         e->error = 1;
@@ -700,7 +721,8 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
     memcpy(hdr, a->hdr, a->hlen);
     const sbuf *opt;
     if (a->count == 1) {
-        opt = position_opts(e, a->head_idx, a->head_ts);
+        opt = packet_opts(e, e->annotate, a->head_idx, a->head_ts, (const uint8_t *)a->hopt.p,
+                          a->hopt.n, a->hopt_swap);
     } else {
         ins = complete_headers(e, a, hdr);
         opt = agg_options(e, a, hdr, a->hlen + ins, reason);
@@ -1028,6 +1050,8 @@ typedef struct {
     uint64_t kh;
     uint32_t ext;           /* bytes of IPv6 extension headers (at l3 + 40) */
     uint32_t orig;          /* original length (n: captured) */
+    const uint8_t *opt;     /* an EPB's options (optn bytes; 0: none) */
+    uint32_t optn;
     int flush_l3;           /* NAPI_GRO_CB(skb)->flush at L3: length mismatch, evil bit */
     uint32_t ucsum;         /* UDP checksum field */
     int pass;               /* the Pass reason of RX_PASS (parse_frame, seg_csum;
@@ -1158,6 +1182,13 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     a->tail_psum = 0;
     a->tail_odd = 0;
     a->rows.n = 0;
+    a->mrows.n = 0;
+    a->hopt.n = 0;
+    a->hopt_swap = e->in_swap;
+    if (e->ng && g->optn && sb_mem(&a->hopt, g->opt, g->optn) < 0) {
+        PyErr_Clear();
+        e->error = 1;
+    }
 }
 
 /* inet_gro_flush / ipv6_gro_flush for one IP level (network.py
@@ -1317,6 +1348,12 @@ static void merge(Engine *e, Agg *a, const Seg *g, int64_t ts, int64_t idx)
     if (e->annotate && sb_row(&a->rows, a->count == 2, (long long)(idx - a->head_idx),
                               (long long)(ts - a->head_ts), g->L, g->f, g->pay,
                               a->hdr, a->hlen) < 0) {
+        PyErr_Clear();
+        e->error = 1;
+    }
+    /* its EPB's options: the record's m= field (restore.encode_rows) */
+    if (e->annotate && g->optn
+            && sb_meta_row(&a->mrows, a->count - 1, g->opt, g->optn, e->in_swap) < 0) {
         PyErr_Clear();
         e->error = 1;
     }
@@ -1536,6 +1573,7 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
     e->ng = ng;
     e->ng_swap = ng_swap;
     e->ng_div = ng_div;
+    e->ng_tmax = 1LL << 62;           /* TS_MAX_NG */
     e->annotate = ng && annotate;     /* classic pcap holds no comments */
     e->limit = (uint32_t)limit;
     e->gap = gap;
@@ -1556,9 +1594,12 @@ static void Engine_dealloc(Engine *e)
     for (int s = 0; s < MAXHELD; s++) {
         free(e->aggs[s].pay);
         PyMem_Free(e->aggs[s].rows.p);
+        PyMem_Free(e->aggs[s].mrows.p);
+        PyMem_Free(e->aggs[s].hopt.p);
     }
     PyMem_Free(e->opts.p);
     PyMem_Free(e->txt.p);
+    PyMem_Free(e->rec.p);
     free(e->hist);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
@@ -1617,21 +1658,10 @@ static int pcap_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_
     return 1;
 }
 
-/* Whether EPBs with options (comments, epb_flags, ...) are handled: when
- * the output is classic pcap, which holds none of them (the reference's
- * PcapWriter drops a Packet's meta, and GRO never reads it unannotated);
- * into pcapng output a passed packet or an aggregate's head keeps them,
- * which the Python engine writes. */
-static inline int epb_options_ok(const Engine *e)
-{
-    return !e->ng;
-}
-
 /* The record header step for an enhanced packet block at offset off of buf
  * (checked by the reader, options included: pcapgro/capture/pcapng.py):
  * its frame, lengths and time ((ticks_hi << 32 | ticks_lo) * in_mul +
- * in_off ns) when it has no options (block length 32 + the captured length
- * padded to 4) or epb_options_ok, is of interface in_iface, captured <=
+ * in_off ns) when it is of interface in_iface, captured <=
  * original length, and its time is one the output holds (0 <= ts <
  * ts_max); 0 when not. */
 static int epb_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_ssize_t off,
@@ -1645,14 +1675,17 @@ static int epb_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_s
         for (int k = 0; k < 7; k++)
             h[k] = bswap32(h[k]);
     uint64_t bl = 32 + (((uint64_t)h[5] + 3) & ~(uint64_t)3);
-    if (h[0] != BT_EPB || h[1] < bl || (h[1] != bl && !epb_options_ok(e)) || h[2] != e->in_iface
+    if (h[0] != BT_EPB || h[1] < bl || h[2] != e->in_iface
             || h[5] > h[6] || off + (Py_ssize_t)h[1] > blen)
         return 0;
     uint64_t ticks = (uint64_t)h[3] << 32 | h[4];
     int64_t t;
-    if (ticks > INT64_MAX || __builtin_mul_overflow((int64_t)ticks, e->in_mul, &t)
-            || __builtin_add_overflow(t, e->in_off, &t) || t < 0
-            || t >= (e->ng ? TS_MAX_NG : TS_MAX_PCAP))
+    if (e->in_bin)              /* < 2**94 before the shift */
+        t = (int64_t)(((unsigned __int128)ticks * 1000000000) >> e->in_bin);
+    else if (ticks > INT64_MAX || __builtin_mul_overflow((int64_t)ticks, e->in_mul, &t))
+        return 0;
+    if (t < 0 || __builtin_add_overflow(t, e->in_off, &t) || t < 0
+            || t >= (e->ng ? e->ng_tmax : TS_MAX_PCAP))
         return 0;
     *f = buf + off + 28;
     *cap = h[5];
@@ -2218,6 +2251,18 @@ static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
     uint32_t cap, orig;
     if (!(e->in_epb ? epb_header : pcap_header)(e, buf, blen, off, &f, &cap, &orig, ts))
         return RX_NO;
+    g->optn = 0;
+    if (e->in_epb) {
+        /* the EPB's options: after the frame (padded to 32 bits), up to
+         * the block's trailing length (epb_header: within the block) */
+        uint32_t bl;
+        memcpy(&bl, buf + off + 4, 4);
+        if (e->in_swap)
+            bl = bswap32(bl);
+        uint32_t o = 28 + ((cap + 3) & ~3u);
+        g->opt = buf + off + o;
+        g->optn = bl - 4 - o;
+    }
     return parse_frame(e, f, cap, orig, g);
 }
 
@@ -2406,6 +2451,7 @@ static void set_input(Engine *e, int linktype, long long mul, int swap, long lon
     e->in_epb = iface >= 0;
     e->in_iface = (uint32_t)iface;
     e->in_mul = mul > 0 ? mul : 1;
+    e->in_bin = mul < 0 && mul >= -63 ? (int)-mul : 0;
     e->in_off = off;
     e->in_swap = swap;
     if (!e->out_fixed) {
@@ -2432,6 +2478,8 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
     const uint8_t *buf = view.buf;
     Py_ssize_t blen = view.len;
     Py_ssize_t n = PyList_GET_SIZE(recs);
+    if (e->ng && last_out_ts >= e->ng_tmax)
+        n = start;              /* a time the EPBs would not hold: the reference's */
     if (run_begin(e, recs, start, blen) < 0) {
         PyBuffer_Release(&view);
         return NULL;
@@ -2452,6 +2500,8 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
         e->have_last = 1;
         e->last_ts = ts;
         e->in_poll += e->budget != 0 && !e->work;
+        e->ropt = g.opt;
+        e->roptn = g.optn;
         if (r == RX_PASS) {
             count_outer(e, &g);
             pass_frame(e, g.pass, g.f, g.n, g.orig, ts, base + i);
@@ -2554,7 +2604,9 @@ fail:
  * the merged segments when annotated, else '', fraglist, the head's
  * checksum held the seed, the head's original length, a segment was cut
  * by a snaplen, captured payload bytes left out after it, the outer IPv4
- * ID found fixed); the engine then holds nothing */
+ * ID found fixed, the head's EPB options as read (pcapng output; b'':
+ * none), their byte order not the host's, the m= entries of the merged
+ * segments' options when annotated); the engine then holds nothing */
 static PyObject *Engine_release(Engine *e, PyObject *unused)
 {
     PyObject *lst = PyList_New(0);
@@ -2568,7 +2620,8 @@ static PyObject *Engine_release(Engine *e, PyObject *unused)
                 goto fail;
             memcpy(PyBytes_AS_STRING(head), a->hdr, a->hlen);
             memcpy(PyBytes_AS_STRING(head) + a->hlen, a->pay, a->head_cl);
-            PyObject *t = Py_BuildValue("ikNLLy#kkkkiiLkks#iikiKi", b, (unsigned long)a->hash,
+            PyObject *t = Py_BuildValue("ikNLLy#kkkkiiLkks#iikiKiy#is#", b,
+                                        (unsigned long)a->hash,
                                         head, (long long)a->head_ts, (long long)a->head_idx,
                                         (const char *)a->pay + a->head_cl,
                                         (Py_ssize_t)(a->paylen - a->head_cl),
@@ -2579,7 +2632,10 @@ static PyObject *Engine_release(Engine *e, PyObject *unused)
                                         a->rows.p ? a->rows.p : "", (Py_ssize_t)a->rows.n,
                                         a->flist, a->partial,
                                         (unsigned long)(a->hlen + a->head_L), a->cut,
-                                        (unsigned long long)a->left, a->outer_fixedid);
+                                        (unsigned long long)a->left, a->outer_fixedid,
+                                        a->hopt.p ? a->hopt.p : "", (Py_ssize_t)a->hopt.n,
+                                        a->hopt_swap, a->mrows.p ? a->mrows.p : "",
+                                        (Py_ssize_t)a->mrows.n);
             if (!t || PyList_Append(lst, t) < 0) {
                 Py_XDECREF(t);
                 goto fail;
@@ -2598,7 +2654,8 @@ fail:
 
 /* output(swap, unit, off, iface): the layout of the records written from
  * now on (call while nothing is held).  pcapng: EPBs on interface iface,
- * not in host byte order when swap, timestamps (ts - off) // unit; classic
+ * not in host byte order when swap, timestamps (ts - off) // unit, or for
+ * unit -k (a binary resolution, 1 <= k <= 63) ns_to_ts's ticks; classic
  * pcap: records not in host byte order when swap, fraction unit `unit` ns
  * (1 or 1000) -- else the input's format. */
 static PyObject *Engine_output(Engine *e, PyObject *args)
@@ -2608,13 +2665,22 @@ static PyObject *Engine_output(Engine *e, PyObject *args)
     unsigned long iface;
     if (!PyArg_ParseTuple(args, "pLLk", &swap, &unit, &off, &iface))
         return NULL;
-    if (unit <= 0 || iface > 0xFFFFFFFFul || (!e->ng && unit != 1 && unit != 1000)) {
+    if ((unit <= 0 && !(e->ng && unit < 0 && unit >= -63)) || iface > 0xFFFFFFFFul
+            || (!e->ng && unit != 1 && unit != 1000)) {
         PyErr_SetString(PyExc_ValueError, "output: bad unit or interface");
         return NULL;
     }
     if (e->ng) {
         e->ng_swap = swap;
-        e->ng_div = unit;
+        e->ng_bin = unit < 0 ? (int)-unit : 0;
+        e->ng_div = unit < 0 ? 1 : unit;
+        e->ng_tmax = TS_MAX_NG;
+        if (e->ng_bin) {
+            /* the times whose ticks, rounded up, stay under 2**64 */
+            __int128 lim = (__int128)((((unsigned __int128)1 << 64) - 1) * 1000000000u
+                                      >> e->ng_bin) + 1 + off;
+            e->ng_tmax = lim < 0 ? 0 : lim < TS_MAX_NG ? (int64_t)lim : TS_MAX_NG;
+        }
         e->ng_off = off;
         e->ng_iface = (uint32_t)iface;
     } else {
