@@ -16,8 +16,8 @@
  * What it is.  The kernel inlines its GRO fast path (dev_gro_receive ->
  * inet_gro_receive -> tcp4_gro_receive) because call depth costs cycles;
  * in CPython every per-packet statement costs ~50 ns, so pcapgro keeps the
- * common case -- Ethernet (up to two VLAN tags) / IPv4 (no options, no
- * fragment) or IPv6 (up to 256 bytes of extension headers) / TCP or UDP,
+ * common case -- Ethernet (any number of VLAN tags) / IPv4 (no options, no
+ * fragment) or IPv6 (extension headers walked) / TCP or UDP,
  * directly or inside one tunnel level (IPIP, SIT, IP4IP6, IP6IP6, GRE,
  * VXLAN, Geneve), and the packets GRO passes up unchanged before flow
  * matching (ARP, ICMP, fragments, bad checksums...) -- in C as one flat
@@ -98,11 +98,12 @@
  *     IPv4 header checksum, a header cut short (truncated), a TCP data
  *     offset below 5, a bad TCP / UDP checksum (when verified); such a
  *     packet counts in the NAPI poll and leaves what is held as it is;
- *   - or a segment: Ethernet with up to two VLAN tags (0x8100 / 0x88a8,
- *     when VLAN GRO is on), Linux cooked (SLL, SLL2), raw IP or BSD
+ *   - or a segment: Ethernet with any number of VLAN tags (0x8100 /
+ *     0x88a8, when VLAN GRO is on; the whole tag stack compared within a
+ *     flow), Linux cooked (SLL, SLL2), raw IP or BSD
  *     loopback (NULL, LOOP), then IPv4 (header 0x45, TCP or UDP) or IPv6
- *     (Hop-by-Hop, Routing and Destination Options headers walked, up to
- *     256 bytes of them, compared within a flow; an aggregate's payload
+ *     (Hop-by-Hop, Routing and Destination Options headers walked, any
+ *     number of bytes of them, compared within a flow; an aggregate's payload
  *     length above 65535, BIG TCP, gets a jumbo Hop-by-Hop header as 6.18
  *     inserts it: ipv6_jumbo), then TCP or UDP
  *     (fraglist with --fraglist, else standard GRO with --udp gro, else
@@ -125,14 +126,15 @@
  *     rx_tunnel, tunnel_frame), an outer IP level of a frame not cut by a
  *     snaplen and without the L3 flush, carrying IPIP / SIT / IP4IP6 /
  *     IP6IP6, GRE or UDP to a VXLAN / Geneve port, then an inner IP level
- *     and TCP or UDP (an inner Ethernet header with up to two tags); or a
+ *     and TCP or UDP (an inner Ethernet header with up to two tags), behind
+ *     up to two outer tags and 256 bytes of IPv6 extension headers; or a
  *     tunnelled packet the reference passes unmerged (a second tunnel
  *     level, GRE flags, a Geneve version / OAM, an inner EtherType or
  *     protocol without a handler, a bad GRE or outer UDP checksum).
  * Anything else ends the run: another tunnelled packet (outer IPv4
- * options, a fragment, a cut or L3-flushed outer level...), three or more
- * VLAN tags, over 256
- * bytes of IPv6 extension headers.
+ * options, a fragment, a cut or L3-flushed outer level, three or more
+ * VLAN tags or over 256 bytes of IPv6 extension headers before the
+ * tunnel...).
  *
  * Checksums are one's-complement sums kept mod 0xFFFF (RFC 1071, RFC 1624),
  * with the edge cases of pcapgro/checksum.py (fold, checksum).
@@ -149,16 +151,21 @@
 #define NBUCKETS 8          /* GRO_HASH_BUCKETS */
 #define MAXPER 8            /* MAX_GRO_SKBS */
 #define MAXHELD (NBUCKETS * MAXPER)
-#define MAXTAGS 2           /* VLAN tags handled here (802.1Q / 802.1ad) */
-#define L3MAX (14 + 4 * MAXTAGS)
+#define MAXTAGS 2           /* VLAN tags of a tunnelled frame handled here
+                               (802.1Q / 802.1ad; any number otherwise) */
+#define L3MAX (14 + 4 * MAXTAGS)    /* link header bytes in a flow key (find
+                                       compares the rest of a longer one) */
 #define JUMBO_HBH 8         /* the Hop-by-Hop jumbo header of IPv6 BIG TCP */
-#define EXTMAX 256          /* bytes of IPv6 extension headers handled here */
-#define HDRMAX 1024         /* headers up to the payload: Ethernet, tags, IPv6
-                               with EXTMAX, TCP 60 (378 bytes), or a tunnel's
-                               two levels (parse_frame checks) */
-#define KEYMAX 72           /* MAC header, [IPv6 word 0], addresses, ports,
-                               [IPv6 extension header length]; the last byte:
-                               the tunnel kind */
+#define EXTMAX 256          /* bytes of IPv6 extension headers handled in a
+                               tunnelled frame (any number otherwise) */
+#define HDRMAX 1024         /* headers up to the payload held in place: a
+                               tunnel's two levels at most (rx_tunnel
+                               checks); a longer header (VLAN tags, IPv6
+                               extension headers) grows Agg.hdr */
+#define KEYMAX 72           /* MAC header (up to L3MAX bytes), [IPv6 word
+                               0], addresses, ports, [IPv6 extension header
+                               length, 4 bytes]; the last byte: the tunnel
+                               kind */
 #define TKEYMAX 640         /* a tunnel's outer bytes compared within a flow */
 #define NREFS 64            /* payloads referred to in place, per aggregate */
 #define UDP_GRO_CNT_MAX 64  /* datagrams per UDP aggregate */
@@ -270,7 +277,8 @@ typedef struct {
     uint8_t key[KEYMAX];    /* flow key (seg_fields), zero-padded */
     uint64_t khash;
     uint32_t hash;          /* flow hash (bucket = hash & 7) */
-    uint8_t hdr[HDRMAX];    /* the head's frame up to its payload */
+    uint8_t *hdr;           /* the head's frame up to its payload (hcap */
+    size_t hcap;            /* bytes, at least HDRMAX; malloc'ed by hold) */
     uint32_t hlen;          /* bytes of hdr (up to the payload) */
     uint32_t l3;            /* network header offset (link header + 4 per tag) */
     uint32_t l4;            /* TCP / UDP header offset */
@@ -370,6 +378,7 @@ typedef struct {
     uint32_t in_iface;
     int out_fixed;          /* output() set swap / mul: not the input's */
     sbuf opts, txt, rec;    /* scratch: one record's options and texts */
+    sbuf hbig;              /* scratch: headers written, longer than HDRMAX */
     const uint8_t *ropt;    /* the options of the EPB in hand (roptn bytes, */
     uint32_t roptn;         /* 0: none or a classic pcap record) */
     /* statistics since the last stats() */
@@ -716,8 +725,17 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
     e->last_out_ts = t;
     /* the headers as written (completed below for an aggregate; IPv6 BIG
      * TCP: ins bytes of jumbo Hop-by-Hop header inserted) */
-    uint8_t hdr[HDRMAX + JUMBO_HBH];
+    uint8_t hbuf[HDRMAX + JUMBO_HBH], *hdr = hbuf;
     uint32_t ins = 0;
+    if (a->hlen > HDRMAX) {
+        e->hbig.n = 0;
+        if (sb_grow(&e->hbig, a->hlen + JUMBO_HBH) < 0) {
+            PyErr_Clear();
+            e->error = 1;
+            return;
+        }
+        hdr = (uint8_t *)e->hbig.p;
+    }
     memcpy(hdr, a->hdr, a->hlen);
     const sbuf *opt;
     if (a->count == 1) {
@@ -1074,10 +1092,11 @@ static void pass_seg(Engine *e, int reason, const Seg *g, int64_t ts, int64_t id
  * (Seg.pass says why) */
 enum { RX_NO, RX_SEG, RX_PASS, RX_TUN };
 
-/* the held packet of g's flow, or -1: the same key and, behind IPv6
- * extension headers, the same chain (ipv6_gro_receive compares the whole
- * network header; its length is in the key); tunnelled: the same outer
- * bytes (Tun.key) */
+/* the held packet of g's flow, or -1: the same key, the same link header
+ * when it is longer than the key holds (VLAN tags: ipv4.py / ipv6.py's key
+ * holds it whole) and, behind IPv6 extension headers, the same chain
+ * (ipv6_gro_receive compares the whole network header; its length is in
+ * the key); tunnelled: the same outer bytes (Tun.key) */
 static int find(Engine *e, const Seg *g)
 {
     if (!e->nheld)
@@ -1085,6 +1104,9 @@ static int find(Engine *e, const Seg *g)
     for (int s = 0; s < MAXHELD; s++) {
         const Agg *a = &e->aggs[s];
         if (e->used[s] && a->khash == g->kh && !memcmp(a->key, g->key, KEYMAX)
+                && (g->t.l3 <= L3MAX || (a->t.l3 == g->t.l3
+                                         && !memcmp(a->hdr + L3MAX, g->f + L3MAX,
+                                                    g->t.l3 - L3MAX)))
                 && (!g->ext || !memcmp(a->hdr + g->l3 + 40, g->f + g->l3 + 40, g->ext))
                 && (!g->t.kind || (a->t.klen == g->t.klen
                                    && !memcmp(a->t.key, g->t.key, g->t.klen))))
@@ -1133,6 +1155,16 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
             return;
         }
         a->paycap = cap;
+    }
+    if (a->hcap < g->pay) {
+        size_t cap = g->pay > HDRMAX ? g->pay : HDRMAX;
+        uint8_t *h = realloc(a->hdr, cap);
+        if (!h) {
+            e->error = 1;
+            return;
+        }
+        a->hdr = h;
+        a->hcap = cap;
     }
     e->used[slot] = 1;
     e->nheld++;
@@ -1593,6 +1625,7 @@ static void Engine_dealloc(Engine *e)
 {
     for (int s = 0; s < MAXHELD; s++) {
         free(e->aggs[s].pay);
+        free(e->aggs[s].hdr);
         PyMem_Free(e->aggs[s].rows.p);
         PyMem_Free(e->aggs[s].mrows.p);
         PyMem_Free(e->aggs[s].hopt.p);
@@ -1600,6 +1633,7 @@ static void Engine_dealloc(Engine *e)
     PyMem_Free(e->opts.p);
     PyMem_Free(e->txt.p);
     PyMem_Free(e->rec.p);
+    PyMem_Free(e->hbig.p);
     free(e->hist);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
@@ -1792,8 +1826,8 @@ static int rx_ipv4(const Engine *e, Seg *g, uint32_t *proto)
  * walked (ipv6_gso_pull_exthdrs); a header cut short, a Fragment header, a
  * protocol without an inet6_offloads handler (behind extension headers:
  * ext_header) pass; a payload length other than the bytes on the wire sets
- * the L3 flush.  RX_TUN: a tunnel (rx_tunnel); RX_NO: more than EXTMAX bytes of extension
- * headers (this loop's limit). */
+ * the L3 flush.  RX_TUN: a tunnel (rx_tunnel); RX_NO: a tunnel behind more
+ * than EXTMAX bytes of extension headers (this loop's limit). */
 static int rx_ipv6(const Engine *e, Seg *g, uint32_t *proto)
 {
     const uint8_t *f = g->f;
@@ -1813,10 +1847,8 @@ static int rx_ipv6(const Engine *e, Seg *g, uint32_t *proto)
         return rx_pass(g, off == l3 + 40 ? P_NO_HANDLER : P_EXT_HEADER);
     if (cap < off)
         return rx_pass(g, P_TRUNCATED);
-    if (e->inet[nh] > 2 || off - l3 - 40 > EXTMAX)
-        return RX_NO;
     if (e->inet[nh] == 2)
-        return RX_TUN;
+        return off - l3 - 40 > EXTMAX ? RX_NO : RX_TUN;
     g->flush_l3 = be16(f + l3 + 4) != g->orig - l3 - 40;
     g->df = 0;
     g->l4 = off;
@@ -2217,8 +2249,6 @@ static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t
         return rx_pass(g, P_NOT_IP);
     if (tags && !e->vlan)
         return rx_pass(g, P_NO_HANDLER);    /* no vlan_gro_receive */
-    if (tags > MAXTAGS)
-        return RX_NO;
     g->tags = tags;
     g->v6 = et == 0x86DD;
     g->t.kind = T_NONE;
@@ -2230,7 +2260,7 @@ static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t
     if (r == RX_SEG && g->udp && e->ntun && tun_kind(e, f, g->l4, 17, g->v6))
         r = RX_TUN;             /* UDP to a VXLAN / Geneve port */
     if (r == RX_TUN)
-        r = rx_tunnel(e, g, g->l3, et, tags);
+        r = tags > MAXTAGS ? RX_NO : rx_tunnel(e, g, g->l3, et, tags);
     if (r != RX_SEG)
         return r;
     g->ext = g->v6 ? g->l4 - g->l3 - 40 : 0;
@@ -2367,9 +2397,10 @@ static void seg_fields(Seg *g)
         g->ack = be32(f + l4 + 8);
     }
     memset(g->key, 0, KEYMAX);
-    memcpy(g->key, f, g->t.l3);                 /* the link header */
+    uint32_t ml = g->t.l3 < L3MAX ? g->t.l3 : L3MAX;
+    memcpy(g->key, f, ml);                      /* the link header (find: the rest) */
     g->key[KEYMAX - 1] = (uint8_t)g->t.kind;    /* a tunnel: its key in g->t */
-    uint8_t *k = g->key + g->t.l3;
+    uint8_t *k = g->key + ml;
     if (g->v6) {
         uint32_t first = be32(f + l3);
         g->tosttl = (((first >> 20) & 0xFF) << 8) | f[l3 + 7];
@@ -2381,6 +2412,9 @@ static void seg_fields(Seg *g)
         memcpy(k + 5, f + l3 + 8, 32);          /* addresses */
         memcpy(k + 37, f + l4, 4);              /* ports */
         k[41] = (uint8_t)(g->ext >> 3);         /* extension headers (find) */
+        k[42] = (uint8_t)(g->ext >> 11);
+        k[43] = (uint8_t)(g->ext >> 19);
+        k[44] = (uint8_t)(g->ext >> 27);
     } else {
         g->tosttl = ((uint32_t)f[l3 + 1] << 8) | f[l3 + 8];
         g->ipid = be16(f + l3 + 4);
