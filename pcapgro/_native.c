@@ -359,21 +359,22 @@ typedef struct {
     /* pcapng output (else classic pcap records): EPBs on interface
      * ng_iface in the byte order ng_swap says, timestamps in units of
      * ng_div ns from ng_off (ng_bin k > 0: units of 2**-k s, rounded
-     * up as pcapng.ns_to_ts does); annotate: comments, flags, restore
+     * up as pcapng.ns_to_ts does; ng_fine m > 0: units of 1/m ns, a
+     * decimal resolution finer than 1 ns); annotate: comments, flags, restore
      * records.  ng_tmax: input times (and last_out_ts) are under it, so
      * that every record time (never later than the latest of them: a
      * flush timeout's comes before the next packet) has an EPB timestamp
      * that fits 64 bits (epb_header, run) */
     int ng, ng_swap, annotate, ng_bin;
-    int64_t ng_div, ng_off, ng_tmax;
+    int64_t ng_div, ng_off, ng_tmax, ng_fine;
     uint32_t ng_iface;
     /* the input records of the current run() / scan(): classic pcap
      * (16-byte headers, fraction unit in_mul ns) or EPBs (in_epb: of
      * interface in_iface, time ticks * in_mul + in_off ns, or with in_bin
-     * k > 0 (ticks * 10**9 >> k) + in_off: pcapng.ts_to_ns); in_swap: not
-     * in host byte order */
+     * k > 0 (ticks * 10**9 >> k) + in_off, or with in_fine d > 0 ticks //
+     * d + in_off: pcapng.ts_to_ns); in_swap: not in host byte order */
     int in_epb, in_swap;
-    int64_t in_mul, in_off;
+    int64_t in_mul, in_off, in_fine;
     int in_bin;
     uint32_t in_iface;
     int out_fixed;          /* output() set swap / mul: not the input's */
@@ -567,7 +568,8 @@ static uint8_t *out_record_cut(Engine *e, int64_t ts, uint32_t n, uint32_t orig,
             return NULL;
         r = e->out + e->outlen;
         uint64_t t = e->ng_bin ? ng_bin_ticks(ts - e->ng_off, e->ng_bin)
-                               : (uint64_t)(ts - e->ng_off) / (uint64_t)e->ng_div;   /* ts >= ng_off */
+                     : e->ng_fine ? (uint64_t)(ts - e->ng_off) * (uint64_t)e->ng_fine
+                     : (uint64_t)(ts - e->ng_off) / (uint64_t)e->ng_div;   /* ts >= ng_off */
         int sw = e->ng_swap;
         ng_put32(r, BT_EPB, sw);
         ng_put32(r + 4, (uint32_t)bl, sw);
@@ -1716,6 +1718,8 @@ static int epb_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_s
     int64_t t;
     if (e->in_bin)              /* < 2**94 before the shift */
         t = (int64_t)(((unsigned __int128)ticks * 1000000000) >> e->in_bin);
+    else if (e->in_fine)        /* < 2**61 */
+        t = (int64_t)(ticks / (uint64_t)e->in_fine);
     else if (ticks > INT64_MAX || __builtin_mul_overflow((int64_t)ticks, e->in_mul, &t))
         return 0;
     if (t < 0 || __builtin_add_overflow(t, e->in_off, &t) || t < 0
@@ -2478,6 +2482,17 @@ static PyObject *run_end(Engine *e, Py_ssize_t i)
  * fraction unit mul, or EPBs of interface iface with time ticks * mul +
  * off; swap: not in host byte order.  Classic pcap output is in the input's
  * format unless output() said otherwise. */
+static int64_t pow10i(int e)
+{
+    int64_t m = 1;
+    while (e-- > 0)
+        m *= 10;
+    return m;
+}
+
+/* the input records of a run() / scan(), continued: mul -k (1 <= k <= 63)
+ * a binary resolution of EPBs, -(64 + e) (1 <= e <= 10) a decimal one of
+ * 10**-(9 + e) s (cfast._in_unit) */
 static void set_input(Engine *e, int linktype, long long mul, int swap, long long iface,
                       long long off)
 {
@@ -2486,6 +2501,7 @@ static void set_input(Engine *e, int linktype, long long mul, int swap, long lon
     e->in_iface = (uint32_t)iface;
     e->in_mul = mul > 0 ? mul : 1;
     e->in_bin = mul < 0 && mul >= -63 ? (int)-mul : 0;
+    e->in_fine = mul < -64 && mul >= -74 ? pow10i((int)(-mul - 64)) : 0;
     e->in_off = off;
     e->in_swap = swap;
     if (!e->out_fixed) {
@@ -2689,7 +2705,8 @@ fail:
 /* output(swap, unit, off, iface): the layout of the records written from
  * now on (call while nothing is held).  pcapng: EPBs on interface iface,
  * not in host byte order when swap, timestamps (ts - off) // unit, or for
- * unit -k (a binary resolution, 1 <= k <= 63) ns_to_ts's ticks; classic
+ * unit -k (a binary resolution, 1 <= k <= 63) or -(64 + e) (10**-(9 + e)
+ * s, 1 <= e <= 10) ns_to_ts's ticks; classic
  * pcap: records not in host byte order when swap, fraction unit `unit` ns
  * (1 or 1000) -- else the input's format. */
 static PyObject *Engine_output(Engine *e, PyObject *args)
@@ -2699,20 +2716,23 @@ static PyObject *Engine_output(Engine *e, PyObject *args)
     unsigned long iface;
     if (!PyArg_ParseTuple(args, "pLLk", &swap, &unit, &off, &iface))
         return NULL;
-    if ((unit <= 0 && !(e->ng && unit < 0 && unit >= -63)) || iface > 0xFFFFFFFFul
+    if ((unit <= 0 && !(e->ng && unit < 0 && unit >= -74 && unit != -64))
+            || iface > 0xFFFFFFFFul
             || (!e->ng && unit != 1 && unit != 1000)) {
         PyErr_SetString(PyExc_ValueError, "output: bad unit or interface");
         return NULL;
     }
     if (e->ng) {
         e->ng_swap = swap;
-        e->ng_bin = unit < 0 ? (int)-unit : 0;
+        e->ng_bin = unit < 0 && unit >= -63 ? (int)-unit : 0;
+        e->ng_fine = unit < -64 ? pow10i((int)(-unit - 64)) : 0;
         e->ng_div = unit < 0 ? 1 : unit;
         e->ng_tmax = TS_MAX_NG;
-        if (e->ng_bin) {
-            /* the times whose ticks, rounded up, stay under 2**64 */
-            __int128 lim = (__int128)((((unsigned __int128)1 << 64) - 1) * 1000000000u
-                                      >> e->ng_bin) + 1 + off;
+        if (unit < 0) {
+            /* the times whose ticks (rounded up) stay under 2**64 */
+            unsigned __int128 m = ((unsigned __int128)1 << 64) - 1;
+            __int128 lim = (__int128)(e->ng_bin ? m * 1000000000u >> e->ng_bin
+                                                : m / (uint64_t)e->ng_fine) + 1 + off;
             e->ng_tmax = lim < 0 ? 0 : lim < TS_MAX_NG ? (int64_t)lim : TS_MAX_NG;
         }
         e->ng_off = off;

@@ -169,8 +169,8 @@ def layout(lb, eng):
 
     RecordChunk (16-byte record headers): pcapng output as ``eng.ng_out`` agreed (interface 0), or
     classic pcap in the input's format (``eng.raw_out``, not annotated).
-    EpbChunk of a decimal timestamp resolution (``conv`` None) or a binary
-    one (2**-k s: unit -k, :func:`_in_unit`): pcapng
+    EpbChunk of any timestamp resolution up to 2**-63 s or 10**-19 s
+    (unit: :func:`_in_unit`): pcapng
     output on the packets' own interface in its own units
     (``eng.ng_out == (byteorder or None, None)``: the writer numbers the
     interfaces as the reader does) or classic pcap as the writer's
@@ -439,16 +439,16 @@ def _head_seg(eng, pkt):
 
 def _in_unit(lb):
     """The time unit of chunk ``lb``'s records for the loop: ``lb.mul``
-    (ns per tick, or per fraction unit of a classic pcap record), or -k
-    for EPBs of a binary resolution 2**-k s (``conv.binary``,
-    pcapng.ts_to_ns: ``(ticks * 10**9 >> k) + off`` ns; 1 <= k <= 63);
-    None when the loop does not convert them (decimal resolutions finer
-    than 1 ns, k > 63)."""
+    (ns per tick, or per fraction unit of a classic pcap record), or for
+    EPBs whose ticks pcapng.ts_to_ns converts with a function
+    (``lb.conv``): -k for a binary resolution 2**-k s (``(ticks * 10**9
+    >> k) + off`` ns; 1 <= k <= 63), -(64 + e) for a decimal one of
+    10**-(9 + e) s (``ticks // 10**e + off``; 1 <= e <= 10); None when the
+    loop does not convert them (finer still)."""
     conv = getattr(lb, "conv", None)
     if conv is None:
         return lb.mul
-    k = getattr(conv, "binary", None)
-    return -k if k is not None and 1 <= k <= 63 else None
+    return pcapng._tick_code(conv)
 
 
 def _epb_args(lb):
