@@ -324,11 +324,17 @@ typedef struct {
  * [2**(k-1), 2**k) us for k = 1..10, then 1024 us and more */
 #define GAP_BUCKETS 12
 
+#define NFIND 64
+_Static_assert(MAXHELD <= 64, "a slot per bit of Engine.fbits");
+
 typedef struct {
     PyObject_HEAD
     Agg aggs[MAXHELD];
     int used[MAXHELD];
     int nheld;
+    /* the held slots by flow key hash (Agg.khash & (NFIND - 1)), bit s for
+     * slot s: find looks at those only */
+    uint64_t fbits[NFIND];
     int bn[NBUCKETS];
     int bk[NBUCKETS][MAXPER];        /* slot indices, oldest first */
     /* configuration */
@@ -720,6 +726,7 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
     Agg *a = &e->aggs[slot];
     bucket_remove(e, slot);
     e->used[slot] = 0;
+    e->fbits[a->khash & (NFIND - 1)] &= ~(1ull << slot);
     e->nheld--;
     e->flush[reason]++;
     if (t < e->last_out_ts)
@@ -1103,7 +1110,8 @@ static int find(Engine *e, const Seg *g)
 {
     if (!e->nheld)
         return -1;
-    for (int s = 0; s < MAXHELD; s++) {
+    for (uint64_t m = e->fbits[g->kh & (NFIND - 1)]; m; m &= m - 1) {
+        int s = __builtin_ctzll(m);
         const Agg *a = &e->aggs[s];
         if (e->used[s] && a->khash == g->kh && !memcmp(a->key, g->key, KEYMAX)
                 && (g->t.l3 <= L3MAX || (a->t.l3 == g->t.l3
@@ -1179,6 +1187,7 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     a->flist = seg_flist(e, g);
     a->partial = g->partial;
     a->khash = g->kh;
+    e->fbits[g->kh & (NFIND - 1)] |= 1ull << slot;
     a->hash = h;
     a->hlen = g->pay;
     memcpy(a->hdr, g->f, g->pay);
@@ -2695,6 +2704,7 @@ static PyObject *Engine_release(Engine *e, PyObject *unused)
         e->bn[b] = 0;
     }
     memset(e->used, 0, sizeof e->used);
+    memset(e->fbits, 0, sizeof e->fbits);
     e->nheld = 0;
     return lst;
 fail:
