@@ -3,13 +3,16 @@
  * unit; pure functions of their arguments, no engine state).
  *
  * The Python twins, which stay the reference:
- *   restore record     pcapgro/restore.py encode_rows, _rows_py, _diffs,
- *                      record_crc; pcapgro/gro/annotate.py passed, single,
- *                      aggregate, restore_record
+ *   restore record     pcapgro/restore.py encode_rows (f=, m=), _rows_py,
+ *                      _diffs, _meta_items, record_crc;
+ *                      pcapgro/gro/annotate.py passed, single, aggregate,
+ *                      restore_record
  *   EPB and options    pcapgro/capture/pcapng.py PcapngWriter._packet_meta,
  *                      _options (pcapng spec: opt_comment 1, epb_flags 2,
- *                      opt_endofopt 0, every value padded to 32 bits)
- * tests/test_gro_cfast.py checks the bytes against the Python engine's.
+ *                      opt_endofopt 0, every value padded to 32 bits);
+ *                      an input EPB's options: parse_options, _packet_meta
+ * tests/test_gro_cfast.py and tests/test_cfast_epb_options.py check the
+ * bytes against the Python engine's.
  */
 #ifndef PCAPGRO_ANNOTATE_H
 #define PCAPGRO_ANNOTATE_H
