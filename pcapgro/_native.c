@@ -16,8 +16,8 @@
  * What it is.  The kernel inlines its GRO fast path (dev_gro_receive ->
  * inet_gro_receive -> tcp4_gro_receive) because call depth costs cycles;
  * in CPython every per-packet statement costs ~50 ns, so pcapgro keeps the
- * common case -- Ethernet (up to two VLAN tags) / IPv4 (no options, no
- * fragment) or IPv6 (up to 256 bytes of extension headers) / TCP or UDP,
+ * common case -- Ethernet (any number of VLAN tags) / IPv4 (no options, no
+ * fragment) or IPv6 (extension headers walked) / TCP or UDP,
  * directly or inside one tunnel level (IPIP, SIT, IP4IP6, IP6IP6, GRE,
  * VXLAN, Geneve), and the packets GRO passes up unchanged before flow
  * matching (ARP, ICMP, fragments, bad checksums...) -- in C as one flat
@@ -84,8 +84,10 @@
  * gap doubled and halved) while packets are held (timing_stats()).
  *
  * A record is handled here when: its record header is one the loop reads
- * (captured <= original length; an EPB: no options unless the output is
- * classic pcap, the chunk's interface, a time the output holds), and its
+ * (captured <= original length; an EPB: the chunk's interface, a time the
+ * output holds; its options, if any, kept as the reference writes them:
+ * _annotate.h ng_meta_opts, or the restore record's m= of a merged
+ * segment), and its
  * frame is either
  *   - passed up unchanged before flow matching, as the reference passes
  *     it (parse_frame, seg_csum; reasons of pcapgro/gro/flush.py Pass):
@@ -96,11 +98,12 @@
  *     IPv4 header checksum, a header cut short (truncated), a TCP data
  *     offset below 5, a bad TCP / UDP checksum (when verified); such a
  *     packet counts in the NAPI poll and leaves what is held as it is;
- *   - or a segment: Ethernet with up to two VLAN tags (0x8100 / 0x88a8,
- *     when VLAN GRO is on), Linux cooked (SLL, SLL2), raw IP or BSD
+ *   - or a segment: Ethernet with any number of VLAN tags (0x8100 /
+ *     0x88a8, when VLAN GRO is on; the whole tag stack compared within a
+ *     flow), Linux cooked (SLL, SLL2), raw IP or BSD
  *     loopback (NULL, LOOP), then IPv4 (header 0x45, TCP or UDP) or IPv6
- *     (Hop-by-Hop, Routing and Destination Options headers walked, up to
- *     256 bytes of them, compared within a flow; an aggregate's payload
+ *     (Hop-by-Hop, Routing and Destination Options headers walked, any
+ *     number of bytes of them, compared within a flow; an aggregate's payload
  *     length above 65535, BIG TCP, gets a jumbo Hop-by-Hop header as 6.18
  *     inserts it: ipv6_jumbo), then TCP or UDP
  *     (fraglist with --fraglist, else standard GRO with --udp gro, else
@@ -130,9 +133,8 @@
  *     EtherType or protocol without a handler, inner IP options or
  *     fragments, a bad GRE, outer UDP or inner checksum).
  * Anything else ends the run: a tunnel's headers beyond HDRMAX or its
- * outer bytes beyond TKEYMAX, three or more outer VLAN tags, over 256
- * bytes of IPv6 extension headers, an EPB with options when the output is
- * pcapng (epb_options_ok).
+ * outer bytes beyond TKEYMAX, three or more VLAN tags or over 256 bytes of
+ * IPv6 extension headers before a tunnel.
  *
  * Checksums are one's-complement sums kept mod 0xFFFF (RFC 1071, RFC 1624),
  * with the edge cases of pcapgro/checksum.py (fold, checksum).
@@ -149,16 +151,21 @@
 #define NBUCKETS 8          /* GRO_HASH_BUCKETS */
 #define MAXPER 8            /* MAX_GRO_SKBS */
 #define MAXHELD (NBUCKETS * MAXPER)
-#define MAXTAGS 2           /* VLAN tags handled here (802.1Q / 802.1ad) */
-#define L3MAX (14 + 4 * MAXTAGS)
+#define MAXTAGS 2           /* VLAN tags of a tunnelled frame handled here
+                               (802.1Q / 802.1ad; any number otherwise) */
+#define L3MAX (14 + 4 * MAXTAGS)    /* link header bytes in a flow key (find
+                                       compares the rest of a longer one) */
 #define JUMBO_HBH 8         /* the Hop-by-Hop jumbo header of IPv6 BIG TCP */
-#define EXTMAX 256          /* bytes of IPv6 extension headers handled here */
-#define HDRMAX 1024         /* headers up to the payload: Ethernet, tags, IPv6
-                               with EXTMAX, TCP 60 (378 bytes), or a tunnel's
-                               two levels (parse_frame checks) */
-#define KEYMAX 72           /* MAC header, [IPv6 word 0], addresses, ports,
-                               [IPv6 extension header length]; the last byte:
-                               the tunnel kind */
+#define EXTMAX 256          /* bytes of IPv6 extension headers handled in a
+                               tunnelled frame (any number otherwise) */
+#define HDRMAX 1024         /* headers up to the payload held in place: a
+                               tunnel's two levels at most (rx_tunnel
+                               checks); a longer header (VLAN tags, IPv6
+                               extension headers) grows Agg.hdr */
+#define KEYMAX 72           /* MAC header (up to L3MAX bytes), [IPv6 word
+                               0], addresses, ports, [IPv6 extension header
+                               length, 4 bytes]; the last byte: the tunnel
+                               kind */
 #define TKEYMAX 640         /* a tunnel's outer bytes compared within a flow */
 #define NREFS 64            /* payloads referred to in place, per aggregate */
 #define UDP_GRO_CNT_MAX 64  /* datagrams per UDP aggregate */
@@ -270,7 +277,8 @@ typedef struct {
     uint8_t key[KEYMAX];    /* flow key (seg_fields), zero-padded */
     uint64_t khash;
     uint32_t hash;          /* flow hash (bucket = hash & 7) */
-    uint8_t hdr[HDRMAX];    /* the head's frame up to its payload */
+    uint8_t *hdr;           /* the head's frame up to its payload (hcap */
+    size_t hcap;            /* bytes, at least HDRMAX; malloc'ed by hold) */
     uint32_t hlen;          /* bytes of hdr (up to the payload) */
     uint32_t l3;            /* network header offset (link header + 4 per tag) */
     uint32_t l4;            /* TCP / UDP header offset */
@@ -297,6 +305,9 @@ typedef struct {
     Tun t;                  /* the outer level of a tunnelled flow */
     uint32_t head_psum, tail_psum;   /* payload sums mod 0xFFFF */
     sbuf rows;              /* annotated: the restore record's s= rows so far */
+    sbuf mrows;             /* annotated: its m= entries so far (sb_meta_row) */
+    sbuf hopt;              /* pcapng output: the head's EPB options as read */
+    int hopt_swap;          /* their byte order: not the host's */
 } Agg;
 
 /* the work poll model's clock (pcapgro/gro/napi.py PollClock): costs
@@ -347,19 +358,30 @@ typedef struct {
     int64_t gap2, gaph;
     /* pcapng output (else classic pcap records): EPBs on interface
      * ng_iface in the byte order ng_swap says, timestamps in units of
-     * ng_div ns from ng_off; annotate: comments, flags, restore records */
-    int ng, ng_swap, annotate;
-    int64_t ng_div, ng_off;
+     * ng_div ns from ng_off (ng_bin k > 0: units of 2**-k s, rounded
+     * up as pcapng.ns_to_ts does; ng_fine m > 0: units of 1/m ns, a
+     * decimal resolution finer than 1 ns); annotate: comments, flags, restore
+     * records.  ng_tmax: input times (and last_out_ts) are under it, so
+     * that every record time (never later than the latest of them: a
+     * flush timeout's comes before the next packet) has an EPB timestamp
+     * that fits 64 bits (epb_header, run) */
+    int ng, ng_swap, annotate, ng_bin;
+    int64_t ng_div, ng_off, ng_tmax, ng_fine;
     uint32_t ng_iface;
     /* the input records of the current run() / scan(): classic pcap
      * (16-byte headers, fraction unit in_mul ns) or EPBs (in_epb: of
-     * interface in_iface, time ticks * in_mul + in_off ns); in_swap: not
-     * in host byte order */
+     * interface in_iface, time ticks * in_mul + in_off ns, or with in_bin
+     * k > 0 (ticks * 10**9 >> k) + in_off, or with in_fine d > 0 ticks //
+     * d + in_off: pcapng.ts_to_ns); in_swap: not in host byte order */
     int in_epb, in_swap;
-    int64_t in_mul, in_off;
+    int64_t in_mul, in_off, in_fine;
+    int in_bin;
     uint32_t in_iface;
     int out_fixed;          /* output() set swap / mul: not the input's */
-    sbuf opts, txt;         /* scratch: one record's options and text */
+    sbuf opts, txt, rec;    /* scratch: one record's options and texts */
+    sbuf hbig;              /* scratch: headers written, longer than HDRMAX */
+    const uint8_t *ropt;    /* the options of the EPB in hand (roptn bytes, */
+    uint32_t roptn;         /* 0: none or a classic pcap record) */
     /* statistics since the last stats() */
     uint64_t poll_gaps[GAP_BUCKETS], budget_ends, moved2, movedh;
     uint64_t flush[F_N], pass[P_N], verified, seed, singles, aggregates, segs;
@@ -554,6 +576,14 @@ static inline void put32(uint8_t *p, uint32_t v, int swap)
     memcpy(p, &v, 4);
 }
 
+/* pcapng.ns_to_ts for a binary resolution 2**-k s: the ticks of rel ns
+ * after the interface's offset, rounded up (rel >= 0; output() and
+ * epb_header keep the result under 2**64) */
+static inline uint64_t ng_bin_ticks(int64_t rel, int k)
+{
+    return (uint64_t)((((unsigned __int128)rel << k) + 999999999) / 1000000000);
+}
+
 /* A record for ts (ns), caplen n, original length orig: a classic pcap
  * record in the input's format, or an EPB with the options opt (NULL:
  * none) already laid out around it.  Returns where its n bytes of frame
@@ -568,7 +598,9 @@ static uint8_t *out_record_cut(Engine *e, int64_t ts, uint32_t n, uint32_t orig,
         if (out_reserve(e, bl) < 0)
             return NULL;
         r = e->out + e->outlen;
-        uint64_t t = (uint64_t)(ts - e->ng_off) / (uint64_t)e->ng_div;   /* ts >= ng_off */
+        uint64_t t = e->ng_bin ? ng_bin_ticks(ts - e->ng_off, e->ng_bin)
+                     : e->ng_fine ? (uint64_t)(ts - e->ng_off) * (uint64_t)e->ng_fine
+                     : (uint64_t)(ts - e->ng_off) / (uint64_t)e->ng_div;   /* ts >= ng_off */
         int sw = e->ng_swap;
         ng_put32(r, BT_EPB, sw);
         ng_put32(r + 4, (uint32_t)bl, sw);
@@ -602,31 +634,40 @@ static uint8_t *out_record_cut(Engine *e, int64_t ts, uint32_t n, uint32_t orig,
     return r;
 }
 
-/* the position record of a packet handed up alone (annotated output), or
- * NULL when there is none to write */
-static const sbuf *position_opts(Engine *e, int64_t idx, int64_t ts)
+/* the options of a packet handed up unchanged whose input EPB had the
+ * options raw (n bytes, byte order in_swap; n 0: none): with its position
+ * record when pos (annotated output: annotate.passed, single), else its
+ * own (PcapngWriter._packet_meta); NULL when there are none to write */
+static const sbuf *packet_opts(Engine *e, int pos, int64_t idx, int64_t ts,
+                               const uint8_t *raw, size_t n, int in_swap)
 {
-    if (!(e->ng && e->annotate))
+    if (!e->ng || !(pos || n))
         return NULL;
-    if (ng_position(&e->opts, &e->txt, (long long)idx, (long long)ts, e->ng_swap) < 0) {
+    int r = pos ? ng_position(&e->opts, &e->txt, (long long)idx, (long long)ts, raw, n,
+                              in_swap, e->ng_swap)
+                : ng_meta_opts(&e->opts, raw, n, in_swap, e->ng_swap, NULL, NULL, 0, 0);
+    if (r < 0) {
         PyErr_Clear();
         e->error = 1;
         return NULL;
     }
-    return &e->opts;
+    return e->opts.n ? &e->opts : NULL;
 }
 
 /* hand a packet (input index idx) up unchanged (GRO_NORMAL) at its own
  * time, even when that is earlier than a packet written before it
- * (last_out_ts: the latest time written, raised to ts if later); annotated,
- * with its position when it overtakes held packets (annotate.passed) */
+ * (last_out_ts: the latest time written, raised to ts if later), with its
+ * EPB's options (ropt); annotated, with its position when it overtakes
+ * held packets or carries pcapgro's comments (annotate.passed) */
 static void pass_frame(Engine *e, int reason, const uint8_t *f, uint32_t n, uint32_t orig,
                        int64_t ts, int64_t idx)
 {
     e->pass[reason]++;
     if (ts > e->last_out_ts)
         e->last_out_ts = ts;
-    uint8_t *d = out_record_cut(e, ts, n, orig, e->nheld ? position_opts(e, idx, ts) : NULL);
+    int pos = e->annotate && (e->nheld || (e->roptn && opt_own(e->ropt, e->roptn, e->in_swap)));
+    uint8_t *d = out_record_cut(e, ts, n, orig,
+                                packet_opts(e, pos, idx, ts, e->ropt, e->roptn, e->in_swap));
     if (d)
         memcpy(d, f, n);
 }
@@ -651,16 +692,6 @@ static void bucket_remove(Engine *e, int slot)
  * last_out_ts (the latest time written) if t is earlier */
 static uint32_t complete_headers(Engine *e, const Agg *a, uint8_t *d);
 
-/* annotate.aggregate for a snaplen-cut aggregate: the aggregate comment
- * and the TSO flag, no restore record (no exact one possible) */
-static int ng_aggregate_cut(sbuf *opts, sbuf *txt, uint32_t count, uint32_t mss,
-                            const char *proto, const char *ended, int swap)
-{
-    if (ng_agg_comment(opts, txt, count, mss, proto, ended, swap) < 0)
-        return -1;
-    return ng_tso_end(opts, swap);
-}
-
 /* the aggregate kind of a (KIND_NAMES, KIND_NOTES) */
 static inline int agg_kind(const Agg *a)
 {
@@ -669,19 +700,19 @@ static inline int agg_kind(const Agg *a)
 }
 
 /* the options of aggregate a written with headers hdr (hn bytes):
- * annotate.aggregate (pcapng, annotated), else NULL */
+ * annotate.aggregate (pcapng, annotated; a snaplen-cut one without a
+ * restore record), else its head's own (pcapng), else NULL */
 static const sbuf *agg_options(Engine *e, const Agg *a, const uint8_t *hdr, uint32_t hn,
                                int reason)
 {
     if (!(e->ng && e->annotate))
-        return NULL;
+        return packet_opts(e, 0, 0, 0, (const uint8_t *)a->hopt.p, a->hopt.n, a->hopt_swap);
     const char *proto = KIND_NOTES[agg_kind(a)];
     const char *ended = FLUSH_NAMES[reason];
-    int r = a->cut ? ng_aggregate_cut(&e->opts, &e->txt, a->count, a->mss, proto, ended,
-                                      e->ng_swap)
-                   : ng_aggregate(&e->opts, &e->txt, a->count, a->mss, (long long)a->head_idx,
-                                  (long long)a->head_ts, a->head_L, a->hdr, a->hlen, hdr, hn,
-                                  &a->rows, proto, ended, e->ng_swap);
+    int r = ng_aggregate(&e->opts, &e->txt, &e->rec, (const uint8_t *)a->hopt.p, a->hopt.n,
+                         a->hopt_swap, a->count, a->mss, a->cut, (long long)a->head_idx,
+                         (long long)a->head_ts, a->head_L, a->hdr, a->hlen, hdr, hn, &a->rows,
+                         &a->mrows, proto, ended, e->ng_swap);
     if (r < 0) {
         PyErr_Clear();
         e->error = 1;
@@ -727,12 +758,22 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
     e->last_out_ts = t;
     /* the headers as written (completed below for an aggregate; IPv6 BIG
      * TCP: ins bytes of jumbo Hop-by-Hop header inserted) */
-    uint8_t hdr[HDRMAX + JUMBO_HBH];
+    uint8_t hbuf[HDRMAX + JUMBO_HBH], *hdr = hbuf;
     uint32_t ins = 0;
+    if (a->hlen > HDRMAX) {
+        e->hbig.n = 0;
+        if (sb_grow(&e->hbig, a->hlen + JUMBO_HBH) < 0) {
+            PyErr_Clear();
+            e->error = 1;
+            return;
+        }
+        hdr = (uint8_t *)e->hbig.p;
+    }
     memcpy(hdr, a->hdr, a->hlen);
     const sbuf *opt;
     if (a->count == 1) {
-        opt = position_opts(e, a->head_idx, a->head_ts);
+        opt = packet_opts(e, e->annotate, a->head_idx, a->head_ts, (const uint8_t *)a->hopt.p,
+                          a->hopt.n, a->hopt_swap);
     } else {
         ins = complete_headers(e, a, hdr);
         opt = agg_options(e, a, hdr, a->hlen + ins, reason);
@@ -1061,6 +1102,8 @@ typedef struct {
     uint64_t kh;
     uint32_t ext;           /* bytes of IPv6 extension headers (at l3 + 40) */
     uint32_t orig;          /* original length (n: captured) */
+    const uint8_t *opt;     /* an EPB's options (optn bytes; 0: none) */
+    uint32_t optn;
     int flush_l3;           /* NAPI_GRO_CB(skb)->flush at L3: length mismatch, evil bit
                                (tunnelled: of either level) */
     int cflush;             /* the L4 header's own IP level's (its checksum not
@@ -1087,10 +1130,11 @@ static void pass_seg(Engine *e, int reason, const Seg *g, int64_t ts, int64_t id
  * (Seg.pass says why) */
 enum { RX_NO, RX_SEG, RX_PASS, RX_TUN };
 
-/* the held packet of g's flow, or -1: the same key and, behind IPv6
- * extension headers, the same chain (ipv6_gro_receive compares the whole
- * network header; its length is in the key); tunnelled: the same outer
- * bytes (Tun.key) */
+/* the held packet of g's flow, or -1: the same key, the same link header
+ * when it is longer than the key holds (VLAN tags: ipv4.py / ipv6.py's key
+ * holds it whole) and, behind IPv6 extension headers, the same chain
+ * (ipv6_gro_receive compares the whole network header; its length is in
+ * the key); tunnelled: the same outer bytes (Tun.key) */
 static int find(Engine *e, const Seg *g)
 {
     if (!e->nheld)
@@ -1098,6 +1142,9 @@ static int find(Engine *e, const Seg *g)
     for (int s = 0; s < MAXHELD; s++) {
         const Agg *a = &e->aggs[s];
         if (e->used[s] && a->khash == g->kh && !memcmp(a->key, g->key, KEYMAX)
+                && (g->t.l3 <= L3MAX || (a->t.l3 == g->t.l3
+                                         && !memcmp(a->hdr + L3MAX, g->f + L3MAX,
+                                                    g->t.l3 - L3MAX)))
                 && (!g->ext || !memcmp(a->hdr + g->l3 + 40, g->f + g->l3 + 40, g->ext))
                 && (!g->t.kind || (a->t.klen == g->t.klen
                                    && !memcmp(a->t.key, g->t.key, g->t.klen))))
@@ -1147,6 +1194,16 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
         }
         a->paycap = cap;
     }
+    if (a->hcap < g->pay) {
+        size_t cap = g->pay > HDRMAX ? g->pay : HDRMAX;
+        uint8_t *h = realloc(a->hdr, cap);
+        if (!h) {
+            e->error = 1;
+            return;
+        }
+        a->hdr = h;
+        a->hcap = cap;
+    }
     e->used[slot] = 1;
     e->nheld++;
     e->bk[b][e->bn[b]++] = slot;
@@ -1195,6 +1252,13 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     a->tail_psum = 0;
     a->tail_odd = 0;
     a->rows.n = 0;
+    a->mrows.n = 0;
+    a->hopt.n = 0;
+    a->hopt_swap = e->in_swap;
+    if (e->ng && g->optn && sb_mem(&a->hopt, g->opt, g->optn) < 0) {
+        PyErr_Clear();
+        e->error = 1;
+    }
 }
 
 /* inet_gro_flush / ipv6_gro_flush for one IP level (network.py
@@ -1354,6 +1418,12 @@ static void merge(Engine *e, Agg *a, const Seg *g, int64_t ts, int64_t idx)
     if (e->annotate && sb_row(&a->rows, a->count == 2, (long long)(idx - a->head_idx),
                               (long long)(ts - a->head_ts), g->L, g->f, g->pay,
                               a->hdr, a->hlen) < 0) {
+        PyErr_Clear();
+        e->error = 1;
+    }
+    /* its EPB's options: the record's m= field (restore.encode_rows) */
+    if (e->annotate && g->optn
+            && sb_meta_row(&a->mrows, a->count - 1, g->opt, g->optn, e->in_swap) < 0) {
         PyErr_Clear();
         e->error = 1;
     }
@@ -1573,6 +1643,7 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
     e->ng = ng;
     e->ng_swap = ng_swap;
     e->ng_div = ng_div;
+    e->ng_tmax = 1LL << 62;           /* TS_MAX_NG */
     e->annotate = ng && annotate;     /* classic pcap holds no comments */
     e->limit = (uint32_t)limit;
     e->gap = gap;
@@ -1592,10 +1663,15 @@ static void Engine_dealloc(Engine *e)
 {
     for (int s = 0; s < MAXHELD; s++) {
         free(e->aggs[s].pay);
+        free(e->aggs[s].hdr);
         PyMem_Free(e->aggs[s].rows.p);
+        PyMem_Free(e->aggs[s].mrows.p);
+        PyMem_Free(e->aggs[s].hopt.p);
     }
     PyMem_Free(e->opts.p);
     PyMem_Free(e->txt.p);
+    PyMem_Free(e->rec.p);
+    PyMem_Free(e->hbig.p);
     free(e->hist);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
@@ -1654,21 +1730,10 @@ static int pcap_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_
     return 1;
 }
 
-/* Whether EPBs with options (comments, epb_flags, ...) are handled: when
- * the output is classic pcap, which holds none of them (the reference's
- * PcapWriter drops a Packet's meta, and GRO never reads it unannotated);
- * into pcapng output a passed packet or an aggregate's head keeps them,
- * which the Python engine writes. */
-static inline int epb_options_ok(const Engine *e)
-{
-    return !e->ng;
-}
-
 /* The record header step for an enhanced packet block at offset off of buf
  * (checked by the reader, options included: pcapgro/capture/pcapng.py):
  * its frame, lengths and time ((ticks_hi << 32 | ticks_lo) * in_mul +
- * in_off ns) when it has no options (block length 32 + the captured length
- * padded to 4) or epb_options_ok, is of interface in_iface, captured <=
+ * in_off ns) when it is of interface in_iface, captured <=
  * original length, and its time is one the output holds (0 <= ts <
  * ts_max); 0 when not. */
 static int epb_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_ssize_t off,
@@ -1682,14 +1747,19 @@ static int epb_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_s
         for (int k = 0; k < 7; k++)
             h[k] = bswap32(h[k]);
     uint64_t bl = 32 + (((uint64_t)h[5] + 3) & ~(uint64_t)3);
-    if (h[0] != BT_EPB || h[1] < bl || (h[1] != bl && !epb_options_ok(e)) || h[2] != e->in_iface
+    if (h[0] != BT_EPB || h[1] < bl || h[2] != e->in_iface
             || h[5] > h[6] || off + (Py_ssize_t)h[1] > blen)
         return 0;
     uint64_t ticks = (uint64_t)h[3] << 32 | h[4];
     int64_t t;
-    if (ticks > INT64_MAX || __builtin_mul_overflow((int64_t)ticks, e->in_mul, &t)
-            || __builtin_add_overflow(t, e->in_off, &t) || t < 0
-            || t >= (e->ng ? TS_MAX_NG : TS_MAX_PCAP))
+    if (e->in_bin)              /* < 2**94 before the shift */
+        t = (int64_t)(((unsigned __int128)ticks * 1000000000) >> e->in_bin);
+    else if (e->in_fine)        /* < 2**61 */
+        t = (int64_t)(ticks / (uint64_t)e->in_fine);
+    else if (ticks > INT64_MAX || __builtin_mul_overflow((int64_t)ticks, e->in_mul, &t))
+        return 0;
+    if (t < 0 || __builtin_add_overflow(t, e->in_off, &t) || t < 0
+            || t >= (e->ng ? e->ng_tmax : TS_MAX_PCAP))
         return 0;
     *f = buf + off + 28;
     *cap = h[5];
@@ -1796,8 +1866,9 @@ static int rx_ipv4(const Engine *e, Seg *g, uint32_t *proto)
  * walked (ipv6_gso_pull_exthdrs); a header cut short, a Fragment header, a
  * protocol without an inet6_offloads handler (behind extension headers:
  * ext_header) pass; a payload length other than the bytes on the wire sets
- * the L3 flush.  RX_TUN: a tunnel (rx_tunnel; g->l4, flush_l3 set); RX_NO: more than EXTMAX
- * bytes of extension headers (this loop's limit). */
+ * the L3 flush.  RX_TUN: a tunnel (rx_tunnel; g->l4, flush_l3 set); RX_NO: a
+ * tunnel behind more than EXTMAX bytes of extension headers (this loop's
+ * limit). */
 static int rx_ipv6(const Engine *e, Seg *g, uint32_t *proto)
 {
     const uint8_t *f = g->f;
@@ -1817,7 +1888,7 @@ static int rx_ipv6(const Engine *e, Seg *g, uint32_t *proto)
         return rx_pass(g, off == l3 + 40 ? P_NO_HANDLER : P_EXT_HEADER);
     if (cap < off)
         return rx_pass(g, P_TRUNCATED);
-    if (e->inet[nh] > 2 || off - l3 - 40 > EXTMAX)
+    if (e->inet[nh] > 2 || (e->inet[nh] == 2 && off - l3 - 40 > EXTMAX))
         return RX_NO;
     g->flush_l3 = be16(f + l3 + 4) != g->orig - l3 - 40;
     g->df = 0;
@@ -2095,9 +2166,10 @@ static int tunnel_level(const Engine *e, Seg *g, int kind, uint32_t *il3, uint32
  * (tunnel_nested: encap_mark, one level only).  The inner L3 flush is
  * OR-ed with the outer one (g->flush_l3, g->cflush: NAPI_GRO_CB(skb)->flush
  * is one flag, and tcp4/udp4_gro_receive skip the inner checksum when
- * either level set it, as encap.py inner_receive).  RX_SEG (g filled as parse_frame fills it, the L4 fields the
- * inner flow's, g->t the outer level), RX_PASS (g->pass), RX_NO (not
- * handled here: the Python engine's). */
+ * either level set it, as encap.py inner_receive).  RX_SEG (g filled as
+ * parse_frame fills it, the L4 fields the inner flow's, g->t the outer
+ * level), RX_PASS (g->pass), RX_NO (not handled here: the Python
+ * engine's). */
 static int rx_tunnel(const Engine *e, Seg *g, uint32_t proto)
 {
     int kind = tun_kind(e, g->f, g->l4, proto, g->v6), oflush = g->flush_l3;
@@ -2142,8 +2214,6 @@ static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t
         return rx_pass(g, P_NOT_IP);
     if (tags && !e->vlan)
         return rx_pass(g, P_NO_HANDLER);    /* no vlan_gro_receive */
-    if (tags > MAXTAGS)
-        return RX_NO;
     g->tags = tags;
     g->v6 = et == 0x86DD;
     g->t.kind = T_NONE;
@@ -2155,7 +2225,7 @@ static int parse_frame(const Engine *e, const uint8_t *f, uint32_t cap, uint32_t
     if (r == RX_SEG && g->udp && e->ntun && tun_kind(e, f, g->l4, 17, g->v6))
         r = RX_TUN;             /* UDP to a VXLAN / Geneve port */
     if (r == RX_TUN)
-        r = rx_tunnel(e, g, proto);
+        r = tags > MAXTAGS ? RX_NO : rx_tunnel(e, g, proto);
     else
         g->cflush = g->flush_l3;
     if (r != RX_SEG)
@@ -2178,6 +2248,18 @@ static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
     uint32_t cap, orig;
     if (!(e->in_epb ? epb_header : pcap_header)(e, buf, blen, off, &f, &cap, &orig, ts))
         return RX_NO;
+    g->optn = 0;
+    if (e->in_epb) {
+        /* the EPB's options: after the frame (padded to 32 bits), up to
+         * the block's trailing length (epb_header: within the block) */
+        uint32_t bl;
+        memcpy(&bl, buf + off + 4, 4);
+        if (e->in_swap)
+            bl = bswap32(bl);
+        uint32_t o = 28 + ((cap + 3) & ~3u);
+        g->opt = buf + off + o;
+        g->optn = bl - 4 - o;
+    }
     return parse_frame(e, f, cap, orig, g);
 }
 
@@ -2285,9 +2367,10 @@ static void seg_fields(Seg *g)
         g->ack = be32(f + l4 + 8);
     }
     memset(g->key, 0, KEYMAX);
-    memcpy(g->key, f, g->t.l3);                 /* the link header */
+    uint32_t ml = g->t.l3 < L3MAX ? g->t.l3 : L3MAX;
+    memcpy(g->key, f, ml);                      /* the link header (find: the rest) */
     g->key[KEYMAX - 1] = (uint8_t)g->t.kind;    /* a tunnel: its key in g->t */
-    uint8_t *k = g->key + g->t.l3;
+    uint8_t *k = g->key + ml;
     if (g->v6) {
         uint32_t first = be32(f + l3);
         g->tosttl = (((first >> 20) & 0xFF) << 8) | f[l3 + 7];
@@ -2299,6 +2382,9 @@ static void seg_fields(Seg *g)
         memcpy(k + 5, f + l3 + 8, 32);          /* addresses */
         memcpy(k + 37, f + l4, 4);              /* ports */
         k[41] = (uint8_t)(g->ext >> 3);         /* extension headers (find) */
+        k[42] = (uint8_t)(g->ext >> 11);
+        k[43] = (uint8_t)(g->ext >> 19);
+        k[44] = (uint8_t)(g->ext >> 27);
     } else {
         g->tosttl = ((uint32_t)f[l3 + 1] << 8) | f[l3 + 8];
         g->ipid = be16(f + l3 + 4);
@@ -2362,6 +2448,17 @@ static PyObject *run_end(Engine *e, Py_ssize_t i)
  * fraction unit mul, or EPBs of interface iface with time ticks * mul +
  * off; swap: not in host byte order.  Classic pcap output is in the input's
  * format unless output() said otherwise. */
+static int64_t pow10i(int e)
+{
+    int64_t m = 1;
+    while (e-- > 0)
+        m *= 10;
+    return m;
+}
+
+/* the input records of a run() / scan(), continued: mul -k (1 <= k <= 63)
+ * a binary resolution of EPBs, -(64 + e) (1 <= e <= 10) a decimal one of
+ * 10**-(9 + e) s (cfast._in_unit) */
 static void set_input(Engine *e, int linktype, long long mul, int swap, long long iface,
                       long long off)
 {
@@ -2369,6 +2466,8 @@ static void set_input(Engine *e, int linktype, long long mul, int swap, long lon
     e->in_epb = iface >= 0;
     e->in_iface = (uint32_t)iface;
     e->in_mul = mul > 0 ? mul : 1;
+    e->in_bin = mul < 0 && mul >= -63 ? (int)-mul : 0;
+    e->in_fine = mul < -64 && mul >= -74 ? pow10i((int)(-mul - 64)) : 0;
     e->in_off = off;
     e->in_swap = swap;
     if (!e->out_fixed) {
@@ -2395,6 +2494,8 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
     const uint8_t *buf = view.buf;
     Py_ssize_t blen = view.len;
     Py_ssize_t n = PyList_GET_SIZE(recs);
+    if (e->ng && last_out_ts >= e->ng_tmax)
+        n = start;              /* a time the EPBs would not hold: the reference's */
     if (run_begin(e, recs, start, blen) < 0) {
         PyBuffer_Release(&view);
         return NULL;
@@ -2415,6 +2516,8 @@ static PyObject *Engine_run(Engine *e, PyObject *args)
         e->have_last = 1;
         e->last_ts = ts;
         e->in_poll += e->budget != 0 && !e->work;
+        e->ropt = g.opt;
+        e->roptn = g.optn;
         if (r == RX_PASS) {
             count_outer(e, &g);
             pass_frame(e, g.pass, g.f, g.n, g.orig, ts, base + i);
@@ -2526,7 +2629,9 @@ static PyObject *Engine_stats(Engine *e, PyObject *unused)
  * the merged segments when annotated, else '', fraglist, the head's
  * checksum held the seed, the head's original length, a segment was cut
  * by a snaplen, captured payload bytes left out after it, the outer IPv4
- * ID found fixed); the engine then holds nothing */
+ * ID found fixed, the head's EPB options as read (pcapng output; b'':
+ * none), their byte order not the host's, the m= entries of the merged
+ * segments' options when annotated); the engine then holds nothing */
 static PyObject *Engine_release(Engine *e, PyObject *unused)
 {
     PyObject *lst = PyList_New(0);
@@ -2540,7 +2645,8 @@ static PyObject *Engine_release(Engine *e, PyObject *unused)
                 goto fail;
             memcpy(PyBytes_AS_STRING(head), a->hdr, a->hlen);
             memcpy(PyBytes_AS_STRING(head) + a->hlen, a->pay, a->head_cl);
-            PyObject *t = Py_BuildValue("ikNLLy#kkkkiiLkks#iikiKi", b, (unsigned long)a->hash,
+            PyObject *t = Py_BuildValue("ikNLLy#kkkkiiLkks#iikiKiy#is#", b,
+                                        (unsigned long)a->hash,
                                         head, (long long)a->head_ts, (long long)a->head_idx,
                                         (const char *)a->pay + a->head_cl,
                                         (Py_ssize_t)(a->paylen - a->head_cl),
@@ -2551,7 +2657,10 @@ static PyObject *Engine_release(Engine *e, PyObject *unused)
                                         a->rows.p ? a->rows.p : "", (Py_ssize_t)a->rows.n,
                                         a->flist, a->partial,
                                         (unsigned long)(a->hlen + a->head_L), a->cut,
-                                        (unsigned long long)a->left, a->outer_fixedid);
+                                        (unsigned long long)a->left, a->outer_fixedid,
+                                        a->hopt.p ? a->hopt.p : "", (Py_ssize_t)a->hopt.n,
+                                        a->hopt_swap, a->mrows.p ? a->mrows.p : "",
+                                        (Py_ssize_t)a->mrows.n);
             if (!t || PyList_Append(lst, t) < 0) {
                 Py_XDECREF(t);
                 goto fail;
@@ -2570,7 +2679,9 @@ fail:
 
 /* output(swap, unit, off, iface): the layout of the records written from
  * now on (call while nothing is held).  pcapng: EPBs on interface iface,
- * not in host byte order when swap, timestamps (ts - off) // unit; classic
+ * not in host byte order when swap, timestamps (ts - off) // unit, or for
+ * unit -k (a binary resolution, 1 <= k <= 63) or -(64 + e) (10**-(9 + e)
+ * s, 1 <= e <= 10) ns_to_ts's ticks; classic
  * pcap: records not in host byte order when swap, fraction unit `unit` ns
  * (1 or 1000) -- else the input's format. */
 static PyObject *Engine_output(Engine *e, PyObject *args)
@@ -2580,13 +2691,25 @@ static PyObject *Engine_output(Engine *e, PyObject *args)
     unsigned long iface;
     if (!PyArg_ParseTuple(args, "pLLk", &swap, &unit, &off, &iface))
         return NULL;
-    if (unit <= 0 || iface > 0xFFFFFFFFul || (!e->ng && unit != 1 && unit != 1000)) {
+    if ((unit <= 0 && !(e->ng && unit < 0 && unit >= -74 && unit != -64))
+            || iface > 0xFFFFFFFFul
+            || (!e->ng && unit != 1 && unit != 1000)) {
         PyErr_SetString(PyExc_ValueError, "output: bad unit or interface");
         return NULL;
     }
     if (e->ng) {
         e->ng_swap = swap;
-        e->ng_div = unit;
+        e->ng_bin = unit < 0 && unit >= -63 ? (int)-unit : 0;
+        e->ng_fine = unit < -64 ? pow10i((int)(-unit - 64)) : 0;
+        e->ng_div = unit < 0 ? 1 : unit;
+        e->ng_tmax = TS_MAX_NG;
+        if (unit < 0) {
+            /* the times whose ticks (rounded up) stay under 2**64 */
+            unsigned __int128 m = ((unsigned __int128)1 << 64) - 1;
+            __int128 lim = (__int128)(e->ng_bin ? m * 1000000000u >> e->ng_bin
+                                                : m / (uint64_t)e->ng_fine) + 1 + off;
+            e->ng_tmax = lim < 0 ? 0 : lim < TS_MAX_NG ? (int64_t)lim : TS_MAX_NG;
+        }
         e->ng_off = off;
         e->ng_iface = (uint32_t)iface;
     } else {

@@ -236,7 +236,9 @@ class RawBlocks:
         layout: None (a classic pcap input's: the section accepts_blocks
                 agreed), or ``(byteorder, unit, off)``: the section's byte
                 order and the interface's timestamp units (ticks ``(ns -
-                off) // unit``) they were laid out for (pcapng input).
+                off) // unit``; unit -k: a binary resolution 2**-k s, ticks
+                as pcapng.ns_to_ts gives them) they were laid out for
+                (pcapng input).
     """
 
     __slots__ = ("data", "n", "maxcap", "nbytes", "ts", "iface", "layout")

@@ -190,7 +190,7 @@ def encode(written_hdr, pkts, pays, idxs, flags=None):
 
 
 def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis, metas=None,
-                rows0=None):
+                rows0=None, metas0=None):
     """:func:`encode` from the first Packet ``p0`` (payload from offset
     ``pay0``, input index ``i0``) and, for each later segment, its header
     bytes (bytes or memoryview), timestamp offset from ``p0`` (ns), payload
@@ -202,7 +202,9 @@ def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis, metas=No
     too; empty metadata is left out).
     The first packet's block type, when not an EPB, is recorded (``b=``).
     ``rows0``: None or the encoded rows (str) of segments before those in
-    the lists (the compiled loop's, handed over with the aggregate)."""
+    the lists (the compiled loop's, handed over with the aggregate);
+    ``metas0``: None or the ``m=`` entries (str, ``row:items`` joined by
+    ';') of those segments."""
     h0 = p0.data[:pay0]
     parts = [f"{TAG}i={i0} t={p0.ts}" + block_field(p0.meta)]
     if flags is not None:
@@ -214,14 +216,14 @@ def encode_rows(written_hdr, p0, pay0, i0, flags, hdrs, dts, lens, dis, metas=No
         n0 = rows0.count(";") + 1
         rows = rows0 + ";" + rows if rows else rows0
     parts.append("s=" + rows)
+    m = [metas0] if metas0 else []
     if metas:
-        m = []
         for row, meta in metas:
             items = _meta_items(meta)
             if items:
                 m.append(f"{row + n0}:{items}")
-        if m:
-            parts.append("m=" + ";".join(m))
+    if m:
+        parts.append("m=" + ";".join(m))
     text = " ".join(parts)
     return f"{text} k={record_crc(text, written_hdr):08x}"
 

@@ -62,33 +62,46 @@ class _Bad(Exception):
 def ts_to_ns(tsresol, tsoffset):
     """Return ``(mul, off, conv)`` turning a tick count of an interface into
     int ns since the epoch: ``ticks * mul + off`` when ``conv`` is None, else
-    ``conv(ticks)``.  tsresol: the if_tsresol byte; tsoffset: seconds."""
+    ``conv(ticks)``.  tsresol: the if_tsresol byte; tsoffset: seconds.
+    A binary resolution's ``conv`` has attribute ``binary`` = k (2**-k s),
+    a decimal one finer than 1 ns ``decimal`` = e (10**-(9 + e) s): the
+    compiled GRO loop converts those itself (pcapgro/gro/cfast.py)."""
     off = tsoffset * 1000000000
     if tsresol & 0x80:
         k = tsresol & 0x7F
         if k == 0:
             return 1000000000, off, None
-        return 0, off, lambda t, k=k, off=off: ((t * 1000000000) >> k) + off
+        conv = lambda t, k=k, off=off: ((t * 1000000000) >> k) + off   # noqa: E731
+        conv.binary = k
+        return 0, off, conv
     if tsresol <= 9:
         return 10 ** (9 - tsresol), off, None
     d = 10 ** (tsresol - 9)
-    return 0, off, lambda t, d=d, off=off: t // d + off
+    conv = lambda t, d=d, off=off: t // d + off     # noqa: E731
+    conv.decimal = tsresol - 9
+    return 0, off, conv
 
 
 def ns_to_ts(tsresol, tsoffset):
     """Inverse of :func:`ts_to_ns`: ``(div, off, conv)`` with ticks =
     ``(ns - off) // div`` when conv is None, else ``conv(ns)``.  Exact for
-    every value :func:`ts_to_ns` produced when the resolution is >= 1 ns."""
+    every value :func:`ts_to_ns` produced when the resolution is >= 1 ns.
+    A binary resolution's ``conv`` has attribute ``binary`` = k, a decimal
+    one finer than 1 ns ``decimal`` = e."""
     off = tsoffset * 1000000000
     if tsresol & 0x80:
         k = tsresol & 0x7F
         if k == 0:
             return 1000000000, off, None
-        return 0, off, lambda ns, k=k, off=off: -((-(ns - off) << k) // 1000000000)
+        conv = lambda ns, k=k, off=off: -((-(ns - off) << k) // 1000000000)   # noqa: E731
+        conv.binary = k
+        return 0, off, conv
     if tsresol <= 9:
         return 10 ** (9 - tsresol), off, None
     m = 10 ** (tsresol - 9)
-    return 0, off, lambda ns, m=m, off=off: (ns - off) * m
+    conv = lambda ns, m=m, off=off: (ns - off) * m     # noqa: E731
+    conv.decimal = tsresol - 9
+    return 0, off, conv
 
 
 def parse_options(buf, start, end, bo, pos=0):
@@ -690,6 +703,19 @@ class PcapngReader(ReaderBase):
         return buf
 
 
+def _tick_code(conv):
+    """The compiled GRO loop's unit code of an interface whose timestamps
+    :func:`ts_to_ns` / :func:`ns_to_ts` convert with ``conv``: -k for a
+    binary resolution 2**-k s (1 <= k <= 63), -(64 + e) for a decimal one
+    of 10**-(9 + e) s (1 <= e <= 10), else None (pcapgro/gro/cfast.py
+    _in_unit; RawBlocks.layout)."""
+    k = getattr(conv, "binary", None)
+    if k is not None:
+        return -k if 1 <= k <= 63 else None
+    e = getattr(conv, "decimal", None)
+    return -(64 + e) if e is not None and 1 <= e <= 10 else None
+
+
 def _options(bo, opts):
     """Encode ``[(code, value_bytes)]`` plus opt_endofopt (b"" if empty)."""
     if not opts:
@@ -846,7 +872,9 @@ class PcapngWriter(WriterBase):
                     or ifs[0][:3] != (agreed[1], 0, None)):
                 raise ValueError("RawBlocks for a section other than the one agreed")
         elif (ev.iface >= len(ifs) or self._bo != lay[0]
-                or ifs[ev.iface][:3] != (lay[1], lay[2], None)):
+                or ifs[ev.iface][:3] != (lay[1], lay[2], None) and not (
+                    lay[1] < 0 and ifs[ev.iface][1] == lay[2]
+                    and _tick_code(ifs[ev.iface][2]) == lay[1])):
             raise ValueError("RawBlocks for an interface other than the one laid out for")
         rec = ifs[ev.iface][4]
         if ev.maxcap > ifs[ev.iface][3] and ev.maxcap > rec[2]:

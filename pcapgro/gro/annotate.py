@@ -72,7 +72,8 @@ def restore_record(hdr, agg, flags):
     """The restore record (str) of aggregate ``agg`` written with headers
     ``hdr``: :func:`pcapgro.restore.encode_rows` (a later segment's
     PacketMeta goes into the record's ``m=`` field; what the compiled core
-    merged before it handed the aggregate over is in ``agg.rows0``)."""
+    merged before it handed the aggregate over is in ``agg.rows0`` and
+    ``agg.metas0``)."""
     pk, pays, idxs = agg.pkts, agg.pays, agg.idxs
     p0 = pk[0]
     t0, i0 = p0.ts, idxs[0]
@@ -93,4 +94,4 @@ def restore_record(hdr, agg, flags):
                 metas = []
             metas.append((len(hdrs), e.meta))
     return restore.encode_rows(hdr, p0, pays[0], i0, flags, hdrs, dts, lens, dis, metas,
-                               agg.rows0)
+                               agg.rows0, agg.metas0)

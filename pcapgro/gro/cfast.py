@@ -18,8 +18,8 @@ reference and is in charge: it gives a chunk to the compiled loop only when
 it holds nothing itself; the loop passes up what GRO passes unchanged (ARP,
 ICMP, fragments, bad checksums..., under the reference's Pass reasons) and
 stops at the first record it does not handle (see ``_native.c`` for which:
-a tunnelled packet behind a third VLAN tag, an EPB with options into
-pcapng output...), and the aggregates it holds then are handed over as
+a tunnelled packet behind a third VLAN tag...), and the aggregates it
+holds then are handed over as
 :class:`pcapgro.gro.seg.Agg` objects
 (:meth:`CEngine.release`, ``GROEngine.adopt``), so the Python engine
 continues exactly where it stopped; at a poll start after an arrival gap
@@ -35,8 +35,11 @@ of the input's byte order and resolution (``GROEngine.raw_out``, no
 annotations) or pcapng (``GROEngine.ng_out``: the loop writes the EPBs,
 with the comments, TSO flag and restore records of annotated output, as
 :class:`RawBlocks`; ``pcapgro/_annotate.h``); or when the input is pcapng
-(EPBs of a decimal timestamp resolution; with options only into classic
-pcap output, which holds none) and the output
+(EPBs of a decimal or binary timestamp resolution, with or without
+options: a passed packet or an aggregate's head keeps them, a merged
+segment's go into the restore record's ``m=``, as the reference writes
+them; handed over, an aggregate's head gets its PacketMeta back,
+:func:`_meta`, and ``Agg.metas0`` the ``m=`` entries) and the output
 pcapng (EPBs on the packet's own interface in its own units) or classic
 pcap as the writer lays it out (``GROEngine.raw_layout``, no annotations):
 see :func:`layout`; and the configuration is one the loop models: standard
@@ -54,8 +57,8 @@ count (``GROEngine.in_poll``) goes to the loop and back with each run.
 
 import os
 
-from ..capture import _stream
-from ..record import Packet, RawBlocks, RawRecords
+from ..capture import _stream, pcapng
+from ..record import BLOCK_EPB, Packet, RawBlocks, RawRecords
 from .flush import Flush, Pass
 from .offload import inet_offload
 
@@ -167,7 +170,8 @@ def layout(lb, eng):
 
     RecordChunk (16-byte record headers): pcapng output as ``eng.ng_out`` agreed (interface 0), or
     classic pcap in the input's format (``eng.raw_out``, not annotated).
-    EpbChunk of a decimal timestamp resolution (``conv`` None): pcapng
+    EpbChunk of any timestamp resolution up to 2**-63 s or 10**-19 s
+    (unit: :func:`_in_unit`): pcapng
     output on the packets' own interface in its own units
     (``eng.ng_out == (byteorder or None, None)``: the writer numbers the
     interfaces as the reader does) or classic pcap as the writer's
@@ -183,10 +187,11 @@ def layout(lb, eng):
         if eng.raw_out and not annotate:
             return 0, lb.byteorder != _NATIVE, lb.mul, 0
         return None
-    if lb.conv is not None:
+    unit = _in_unit(lb)
+    if unit is None:
         return None
     if eng.ng_out and eng.ng_out[1] is None:
-        return lb.iface, (eng.ng_out[0] or lb.byteorder) != _NATIVE, lb.mul, lb.tsoff
+        return lb.iface, (eng.ng_out[0] or lb.byteorder) != _NATIVE, unit, lb.tsoff
     rl = eng.raw_layout(lb.linktype) if eng.raw_layout is not None and not annotate else None
     if rl is None:
         return None
@@ -261,7 +266,7 @@ class CEngine:
             self.c.clocks = tuple((c.open, c.now, c.n, c.free) for c in clocks)
         self.c.in_poll = eng.in_poll          # the NAPI poll goes on
         k, data, n, maxcap, last_ts, have, last_out, nbytes = self.c.run(
-            lb.buf, lb.recs, start, st.packets - start, lb.mul, lb.byteorder != _NATIVE,
+            lb.buf, lb.recs, start, st.packets - start, _in_unit(lb), lb.byteorder != _NATIVE,
             last if last is not None else 0, last is not None, eng.last_out_ts, lb.linktype,
             *_epb_args(lb))
         self.linktype = lb.linktype
@@ -294,7 +299,7 @@ class CEngine:
         RecordChunk ``lb`` such that :meth:`run` would take records ``i ..
         i + run - 1`` (or up to the chunk's end); ``len(lb)`` when none.
         Counts nothing."""
-        return self.c.scan(lb.buf, lb.recs, start, lb.mul, lb.byteorder != _NATIVE, run,
+        return self.c.scan(lb.buf, lb.recs, start, _in_unit(lb), lb.byteorder != _NATIVE, run,
                            lb.linktype, *_epb_args(lb))
 
     def collect(self, st):
@@ -346,8 +351,9 @@ class CEngine:
         valid = self.cfg.csum == "valid"     # sums are only used for that
         for (b, h, head, head_ts, head_idx, tail, count, mss, seq_next, size, fin_psh,
              fixedid, age, head_psum, tail_psum, rows, flist, partial, head_orig, cut,
-             left, outer_fixedid) in self.c.release():
-            pkt = Packet(head_ts, head, head_orig, self.iface, self.linktype, None)
+             left, outer_fixedid, hopt, hswap, mrows) in self.c.release():
+            pkt = Packet(head_ts, head, head_orig, self.iface, self.linktype,
+                         _meta(hopt, hswap))
             agg = eng.adopt(_head_seg(eng, pkt), h, age, bool(flist))
             agg.outer_fixedid = bool(outer_fixedid)
             agg.head.partial = bool(partial)     # csum.verify's verdict
@@ -364,8 +370,10 @@ class CEngine:
                 if left:
                     # the payload after the cut, left out: only its length counts
                     self._merged(agg, bytes(left), head_idx + 2, None)
-                # annotated: the restore rows of what was merged
+                # annotated: the restore rows of what was merged, and the
+                # m= entries of those that had EPB options
                 agg.rows0 = rows or None
+                agg.metas0 = mrows or None
             agg.count = count
             agg.mss = mss
             agg.seq_next = seq_next
@@ -382,6 +390,16 @@ class CEngine:
         agg.pays.append(0)
         agg.idxs.append(idx)
         agg.psums.append(psum)
+
+
+def _meta(opts, swap):
+    """The PacketMeta the pcapng reader makes of an EPB whose options are
+    ``opts`` (bytes; byte order not the host's when ``swap``): None when it
+    had none."""
+    if not opts:
+        return None
+    bo = _OTHER if swap else _NATIVE
+    return pcapng._packet_meta(BLOCK_EPB, pcapng.parse_options(opts, 0, len(opts), bo), bo)
 
 
 def _work_args(cfg):
@@ -416,6 +434,20 @@ def _head_seg(eng, pkt):
     csum.clear()
     csum.update(before)
     return seg
+
+
+def _in_unit(lb):
+    """The time unit of chunk ``lb``'s records for the loop: ``lb.mul``
+    (ns per tick, or per fraction unit of a classic pcap record), or for
+    EPBs whose ticks pcapng.ts_to_ns converts with a function
+    (``lb.conv``): -k for a binary resolution 2**-k s (``(ticks * 10**9
+    >> k) + off`` ns; 1 <= k <= 63), -(64 + e) for a decimal one of
+    10**-(9 + e) s (``ticks // 10**e + off``; 1 <= e <= 10); None when the
+    loop does not convert them (finer still)."""
+    conv = getattr(lb, "conv", None)
+    if conv is None:
+        return lb.mul
+    return pcapng._tick_code(conv)
 
 
 def _epb_args(lb):

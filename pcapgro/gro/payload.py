@@ -6,7 +6,14 @@ let the written checksum be computed without summing the bytes again
 (RFC 1071 / RFC 1624 arithmetic, mod 0xFFFF).
 """
 
+import os
+
 from ..checksum import batch_sums, ones_sum
+
+try:  # the compiled one's-complement sum (pcapgro/_native.c sum16; optional)
+    from .._native import sum16 as _sum16
+except ImportError:          # pragma: no cover - depends on the build
+    _sum16 = None
 
 __all__ = ["equal_len_sums", "payloads", "left_out", "payload_sum", "join_sums"]
 
@@ -56,10 +63,17 @@ def left_out(agg, n):
 
 
 def payload_sum(parts):
-    """One's-complement sum (mod 0xFFFF) of the concatenated ``parts``."""
+    """One's-complement sum (mod 0xFFFF) of the concatenated ``parts``:
+    short ones in Python, long ones compiled (``_native.sum16``, ~5 us for
+    64 KiB) or, without the extension or with ``PCAPGRO_NO_C``, by numpy
+    (~55 us; its import alone costs a merge ~0.1 s of CPU and 12 MiB, which
+    a compiled run paid only for the aggregates it handed over at the end
+    of input: UDP ones, whose sums are always summed from the bytes)."""
     joined = b"".join(parts)
     if len(joined) < 4096:
         return ones_sum(joined)
+    if _sum16 is not None and not os.environ.get("PCAPGRO_NO_C"):
+        return _sum16(joined)
     return batch_sums([joined])[0]
 
 

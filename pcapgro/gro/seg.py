@@ -112,12 +112,14 @@ class Agg:
 
     Entries of ``pkts``: a Packet (payload from ``pays[k]`` on), or bytes
     (what the compiled core merged before it handed the aggregate over:
-    then ``rows0`` holds those segments' restore rows, annotated output).
+    then ``rows0`` holds those segments' restore rows, annotated output,
+    and ``metas0`` the ``m=`` entries (str) of those that had EPB options,
+    or None).
     """
 
     __slots__ = ("key", "bucket", "hash", "head", "count", "mss",
                  "seq_next", "size", "fin_psh", "fixedid", "outer_fixedid", "age", "held",
-                 "pkts", "pays", "idxs", "psums", "flist", "rows0", "ended")
+                 "pkts", "pays", "idxs", "psums", "flist", "rows0", "metas0", "ended")
 
     @classmethod
     def start(cls, seg, h, bucket, idx, psum, age, flist):
@@ -144,4 +146,5 @@ class Agg:
         agg.outer_fixedid = False
         agg.age = age
         agg.rows0 = None
+        agg.metas0 = None
         return agg
