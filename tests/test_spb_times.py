@@ -7,8 +7,10 @@ time of the packet before it in its section, or interface 0's time origin
 * an aggregate it starts gets a time an EPB of its interface can hold (0
   lies before an if_tsoffset: merge used to exit 2, "a timestamp ... does
   not fit pcapng's fields");
-* passed through unchanged, it is written back as an SPB, with no time
-  (into classic pcap: time 0, as editcap and tshark write it).
+* passed through unchanged, it is written back as an SPB, with no time;
+  classic pcap has no record without one, so there it is written with that
+  time (editcap writes 0, 1970: a time going backwards in mid-capture,
+  which verify, tcpreplay and the aggregates it starts would inherit).
 
 The rule, end to end: a capture where a TCP segment is stored as an SPB
 merges exactly as the same capture with that segment as an EPB stamped with
@@ -24,7 +26,8 @@ import sys
 import pytest
 
 from builders import epb, idb, shb, spb
-from capture_helpers import REPO
+from capture_helpers import REPO, run_cli, tshark
+from pktbuild import arp_frame
 from pcapgro.capture import open_reader
 from pcapgro.capture.pcapng import PcapngReader
 from pcapgro.record import BLOCK_SPB, Packet
@@ -112,10 +115,40 @@ def _merge(tmp_path, data, fmt, no_c, tag):
 def test_merge_spb_as_packet_at_time_before(tmp_path, fmt, no_c, which):
     got = _merge(tmp_path, _bulk(set(which), False), fmt, no_c, "spb")
     want = _merge(tmp_path, _bulk(set(which), True), fmt, no_c, "epb")
-    if fmt == "pcap":
-        # an SPB passed through unchanged has no time to write: 0, as
-        # editcap and tshark write it (an aggregate it is part of has one)
-        spbs = {BULK[i].data for i in which}
-        want = [(0 if d in spbs else t, d, o) for t, d, o in want]
     assert got == want
     assert len(got) < 100           # merged: the SPB did not end a poll
+
+
+@pytest.mark.parametrize("no_c", [False, True], ids=["compiled", "reference"])
+def test_aggregate_started_by_spb_keeps_its_time_in_pcap(tmp_path, no_c):
+    """An SPB first in its section (interface 0's if_tsoffset), then nine
+    EPBs of its flow: one aggregate, at the same time in pcap as in pcapng
+    (it was written at 0 into pcap, as an SPB passed through was)."""
+    pk = BULK[300:310]
+    base = pk[0].ts // 1000 - OFFSET * 10**6
+    data = b"".join([shb(), idb("<", 1, 0, IDB_OPTS), spb("<", pk[0].data, pk[0].orig_len)]
+                    + [epb("<", 0, p.ts // 1000 - OFFSET * 10**6 - base, p.data, p.orig_len)
+                       for p in pk[1:]])
+    outs = {fmt: _merge(tmp_path, data, fmt, no_c, "first-" + fmt) for fmt in ("pcap", "pcapng")}
+    assert outs["pcap"] == outs["pcapng"]
+    assert len(outs["pcap"]) < 10 and all(t >= OFFSET * S for t, _, _ in outs["pcap"])
+
+
+@tshark
+def test_merge_verify_with_a_passed_spb_into_pcap(tmp_path):
+    """An ARP frame stored as an SPB between EPBs of a bulk flow passes
+    unchanged; into classic pcap it gets the time before it, so the output
+    times do not go back and ``merge --verify`` finds OUT faithful (time 0,
+    as editcap writes it, was a step back to 1970 that verify reported)."""
+    pk = BULK[300:320]
+    blocks = [shb(), idb("<", 1, 0, IDB_OPTS)]
+    for i, p in enumerate(pk):
+        blocks.append(epb("<", 0, p.ts // 1000 - OFFSET * 10**6, p.data, p.orig_len))
+        if i == 4:
+            blocks.append(spb("<", arp_frame()))
+    src, out = tmp_path / "in.pcapng", tmp_path / "out.pcap"
+    src.write_bytes(b"".join(blocks))
+    r = run_cli("merge", "-q", "--verify", src, out)
+    assert r.returncode == 0, r.stderr.decode()
+    got = [p.ts for p in open_reader(out) if type(p) is Packet]
+    assert got == sorted(got) and min(got) > OFFSET * S

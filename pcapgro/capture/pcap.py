@@ -40,7 +40,7 @@ import sys
 
 from ..errors import UnusableInput
 from ..fcs import OPT_FCSLEN, fcs_option
-from ..record import BLOCK_SPB, Packet, Interface, Section, Block, RawRecords, HostRecords
+from ..record import Packet, Interface, Section, Block, RawRecords, HostRecords
 from ._stream import ByteSource, ByteSink, FLUSH, ReaderBase, WriterBase, warn, _native
 from .pcapvariant import MODIFIED, RECORD_HEADER, STANDARD, choose
 
@@ -625,8 +625,6 @@ class PcapWriter(WriterBase):
                     maxlen = self._bigger(n)
                 if ev.meta is not None:
                     self._meta(ev.meta)
-                    if ev.meta.block == BLOCK_SPB:
-                        ts = 0      # no time of its own: 0, as editcap and tshark write it
                 if nano:
                     app(pack(ts // 1000000000, ts % 1000000000, n, ev.orig_len))
                 else:
