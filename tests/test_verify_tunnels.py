@@ -19,6 +19,15 @@ from pcapgro.verify.fields import decode_as
 from pcapgro.verify.payload import Tunnels, tunnel_peer_ports
 
 from capture_helpers import run_cli, tshark, write_events
+from pcapgro.capture import open_reader
+
+
+def open_reader_packets(path):
+    r = open_reader(path)
+    try:
+        return [ev for ev in r if type(ev) is Packet]
+    finally:
+        r.close()
 from pktbuild import Flow, PSH, ACK
 from tunnelbuild import Tunnel
 
@@ -149,3 +158,43 @@ def test_real_gre_ipip_merge_verifies_by_inner_flow(name, tmp_path):
         assert v["tcp"]["streams"] == 2 and v["tcp"]["bytes"] > 300_000
         if name == "gre4-keycsum":
             assert v["tcp"]["passed_ahead"] >= 1
+
+
+def _gre_csum_burst(psh):
+    """GRE with key and checksum: 5 full segments, a 300-byte one (PSH when
+    ``psh``), 5 full ones, 10 us apart: the short one is another GRO flow
+    (another checksum word)."""
+    t, f = Tunnel("gre", gre_key=7, gre_csum=True), Flow(4, ipid="inc")
+    out, seq = [], 0
+    for k in range(11):
+        n = 300 if k == 5 else 1400
+        fl = ACK | PSH if k == 5 and psh else ACK
+        out.append(t.wrap(f.pkt(seq, n, flags=fl), ts=10**11 + k * 10_000))
+        seq += n
+    return out
+
+
+@tshark
+@pytest.mark.parametrize("psh", [True, False], ids=["psh", "no_psh"])
+def test_gre_csum_short_segment_overtakes_only_when_handed_up_at_once(psh, tmp_path):
+    """A short segment in GRE with a checksum goes up ahead of the aggregate
+    before it only when tcp_gro_receive flushes it at once (PSH here):
+    merge puts it there and verify accepts it; without PSH GRO holds it
+    (after that aggregate), so OUT with it moved ahead is DIFFERENT."""
+    wire, out = tmp_path / "w.pcap", tmp_path / "m.pcap"
+    write_events(wire, _gre_csum_burst(psh), "pcap")
+    run_cli("merge", "-q", "--csum", "kernel", wire, out, check=0)
+    got = open_reader_packets(out)
+    short = next(i for i, p in enumerate(got) if len(p.data) < 400)
+    if psh:
+        assert short == 0               # ahead of the held aggregate, as the kernel
+        v = _verdict(tmp_path, "--csum", "kernel", wire, out)
+        assert v["result"] == "faithful" and v["tcp"]["passed_ahead"] == 1
+        return
+    assert short == 1                   # held, after the aggregate
+    moved = tmp_path / "moved.pcap"
+    p = got[short]
+    got[0:2] = [Packet(got[0].ts, p.data, p.orig_len), got[0]]
+    write_events(moved, got, "pcap")
+    v = _verdict(tmp_path, "--csum", "kernel", wire, moved, status=1)
+    assert v["result"] == "differ"

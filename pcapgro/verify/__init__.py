@@ -46,8 +46,9 @@ What is compared (see :func:`verify`):
   flow matching (in IN: bad IPv4 header or TCP/UDP checksum, IPv4 options,
   a header cut short (malformed); UDP also checksum 0 or a UDP length that
   is not the bytes present (padding, trailer); inside GRE with a checksum,
-  a packet whose checksum word differs from the one before it in its
-  stream, which gre_gro_receive makes another flow) is passed at once, ahead of
+  a TCP segment with PSH, FIN, SYN, RST or URG whose checksum word differs
+  from the one before it in its stream, which gre_gro_receive makes another
+  flow) is passed at once, ahead of
   the aggregate its flow holds.  Its data may arrive in OUT before data
   that came before it in IN, provided that data is all carried by the OUT
   packets right after it in its stream that were handed up together (one

@@ -30,15 +30,23 @@ def _udp_inside(protos):
     return tun < 0 or protos.rfind(":udp") > tun
 
 
+# TCP flags that make tcp_gro_receive flush a segment with no held packet
+# of its flow (out_check_final): it goes up at once
+_HANDED_UP_AT_ONCE = 0x01 | 0x02 | 0x04 | 0x08 | 0x20     # FIN SYN RST PSH URG
+
+
 def _gre_other_flow(st, cs):
-    """Whether a packet of stream ``st`` inside GRE with a checksum (``cs``:
-    tshark's gre.checksum) is another GRO flow than the packet before it:
-    gre_gro_receive (net/ipv4/gre_offload.c) compares the word after the
-    GRE base header, the checksum when the C bit is set (the key only
-    without it), and over valid inner packets the checksum follows the
-    inner length, so a shorter segment is a flow of its own, may be handed
-    up ahead of the aggregate before it (a PSH ends it at once) and is
-    treated as a packet GRO rejects before matching.  Remembers ``cs``."""
+    """Whether a packet of TCP stream ``st`` inside GRE with a checksum
+    (``cs``: tshark's gre.checksum) is another GRO flow than the packet
+    before it: gre_gro_receive (net/ipv4/gre_offload.c) compares the word
+    after the GRE base header, the checksum when the C bit is set (the key
+    only without it), and over valid inner packets the checksum follows
+    the inner length, so a shorter segment is a flow of its own.  With
+    FIN/SYN/RST/PSH/URG (:data:`_HANDED_UP_AT_ONCE`) it goes up at once,
+    ahead of the aggregate before it, and is treated as a packet GRO
+    rejects before matching; without, it is held (and flushed after that
+    aggregate: same bucket, older first), so it may not overtake.
+    Remembers ``cs``."""
     other = st.npkts > 0 and cs != st.gre_cs
     st.gre_cs = cs
     return other
@@ -194,7 +202,7 @@ class Side:
             st = self._new_flow("tcp", key, gen)
             self.tcp_cur[key] = st
             self.tcp[(key, gen)] = st
-        if f[F_GRECS] and _gre_other_flow(st, f[F_GRECS]):
+        if f[F_GRECS] and _gre_other_flow(st, f[F_GRECS]) and flags & _HANDED_UP_AT_ONCE:
             rej = True
         st.npkts += 1
         a = st.abs_seq(raw)
@@ -238,8 +246,6 @@ class Side:
         st = self.udp.get(key)
         if st is None:
             st = self.udp[key] = self._new_flow("udp", key, 0)
-        if f[F_GRECS] and _gre_other_flow(st, f[F_GRECS]):
-            rej = True
         st.npkts += 1
         a = st.udp_end
         st.udp_end += declared
