@@ -121,6 +121,17 @@ def read_events(path):
         r.close()
 
 
+def packets(path):
+    """The Packets of capture ``path``, in order (list)."""
+    from pcapgro.capture import open_reader
+    from pcapgro.record import Packet
+    r = open_reader(path)
+    try:
+        return [ev for ev in r if type(ev) is Packet]
+    finally:
+        r.close()
+
+
 def write_events(path, events, fmt="pcapng"):
     """Write ``events`` to a new capture at ``path`` in ``fmt``."""
     from pcapgro.capture import open_writer

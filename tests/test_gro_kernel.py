@@ -12,22 +12,13 @@ import struct
 
 import pytest
 
-from pcapgro.capture import open_reader
 from pcapgro.gro import GROConfig, GROEngine
 from pcapgro.record import Packet
 
-from capture_helpers import KERNEL
+from capture_helpers import KERNEL, packets
 
 TCP_CAPTURES = ["tcp4-bulk", "tcp6-bulk", "tcp4-4flows"]
 
-
-
-def packets(path):
-    r = open_reader(path)
-    try:
-        return [ev for ev in r if type(ev) is Packet]
-    finally:
-        r.close()
 
 
 def merge(pkts, **kw):

@@ -18,16 +18,7 @@ from pcapgro.record import Packet
 from pcapgro.verify.fields import decode_as
 from pcapgro.verify.payload import Tunnels, tunnel_peer_ports
 
-from capture_helpers import run_cli, tshark, write_events
-from pcapgro.capture import open_reader
-
-
-def open_reader_packets(path):
-    r = open_reader(path)
-    try:
-        return [ev for ev in r if type(ev) is Packet]
-    finally:
-        r.close()
+from capture_helpers import packets, run_cli, tshark, write_events
 from pktbuild import Flow, PSH, ACK
 from tunnelbuild import Tunnel
 
@@ -184,7 +175,7 @@ def test_gre_csum_short_segment_overtakes_only_when_handed_up_at_once(psh, tmp_p
     wire, out = tmp_path / "w.pcap", tmp_path / "m.pcap"
     write_events(wire, _gre_csum_burst(psh), "pcap")
     run_cli("merge", "-q", "--csum", "kernel", wire, out, check=0)
-    got = open_reader_packets(out)
+    got = packets(out)
     short = next(i for i, p in enumerate(got) if len(p.data) < 400)
     if psh:
         assert short == 0               # ahead of the held aggregate, as the kernel
