@@ -1561,6 +1561,13 @@ static int set_inet(Engine *e, const char *inet, Py_ssize_t n)
     return 0;
 }
 
+/* ts_max: the latest time (exclusive) a record of the loop may have:
+ * what the output holds (classic pcap: 32-bit seconds; pcapng: 64-bit
+ * ticks) and what keeps time differences within 63 bits (gaps above 2**62
+ * are 2**62: cfast.py) */
+#define TS_MAX_PCAP (4294967296LL * 1000000000)
+#define TS_MAX_NG (1LL << 62)
+
 /* vxlan_ports, geneve_ports: the UDP tunnel sockets' destination ports,
  * bit sets of 65536 ports (or empty: none) */
 static int set_tunnel_ports(Engine *e, const char *vx, Py_ssize_t nvx, const char *gn,
@@ -1643,7 +1650,7 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kw)
     e->ng = ng;
     e->ng_swap = ng_swap;
     e->ng_div = ng_div;
-    e->ng_tmax = 1LL << 62;           /* TS_MAX_NG */
+    e->ng_tmax = TS_MAX_NG;
     e->annotate = ng && annotate;     /* classic pcap holds no comments */
     e->limit = (uint32_t)limit;
     e->gap = gap;
@@ -1696,13 +1703,6 @@ static uint32_t loop_family(int linktype, const uint8_t *f)
     return 0;
 }
 
-/* ts_max: the latest time (exclusive) a record of the loop may have:
- * what the output holds (classic pcap: 32-bit seconds; pcapng: 64-bit
- * ticks) and what keeps time differences within 63 bits (gaps above 2**62
- * are 2**62: cfast.py) */
-#define TS_MAX_PCAP (4294967296LL * 1000000000)
-#define TS_MAX_NG (1LL << 62)
-
 /* The record header step for a classic pcap record at offset off of buf:
  * its frame (*f, *cap bytes captured, *orig on the wire) and time *ts (ns)
  * when captured <= original length, the frame within buf and the fraction
@@ -1752,9 +1752,12 @@ static int epb_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_s
         return 0;
     uint64_t ticks = (uint64_t)h[3] << 32 | h[4];
     int64_t t;
-    if (e->in_bin)              /* < 2**94 before the shift */
-        t = (int64_t)(((unsigned __int128)ticks * 1000000000) >> e->in_bin);
-    else if (e->in_fine)        /* < 2**61 */
+    if (e->in_bin) {            /* < 2**94 before the shift: may not fit 63 bits after it */
+        unsigned __int128 x = ((unsigned __int128)ticks * 1000000000) >> e->in_bin;
+        if (x > INT64_MAX)
+            return 0;
+        t = (int64_t)x;
+    } else if (e->in_fine)        /* < 2**61 */
         t = (int64_t)(ticks / (uint64_t)e->in_fine);
     else if (ticks > INT64_MAX || __builtin_mul_overflow((int64_t)ticks, e->in_mul, &t))
         return 0;
@@ -2444,10 +2447,7 @@ static PyObject *run_end(Engine *e, Py_ssize_t i)
                          e->outbytes);
 }
 
-/* the input records of a run() / scan(): classic pcap (iface < 0) with
- * fraction unit mul, or EPBs of interface iface with time ticks * mul +
- * off; swap: not in host byte order.  Classic pcap output is in the input's
- * format unless output() said otherwise. */
+/* 10**e, e >= 0 */
 static int64_t pow10i(int e)
 {
     int64_t m = 1;
@@ -2456,8 +2456,11 @@ static int64_t pow10i(int e)
     return m;
 }
 
-/* the input records of a run() / scan(), continued: mul -k (1 <= k <= 63)
- * a binary resolution of EPBs, -(64 + e) (1 <= e <= 10) a decimal one of
+/* the input records of a run() / scan(): classic pcap (iface < 0) with
+ * fraction unit mul, or EPBs of interface iface with time ticks * mul +
+ * off; swap: not in host byte order.  Classic pcap output is in the input's
+ * format unless output() said otherwise.  mul -k (1 <= k <= 63): a binary
+ * resolution of EPBs, -(64 + e) (1 <= e <= 10) a decimal one of
  * 10**-(9 + e) s (cfast._in_unit) */
 static void set_input(Engine *e, int linktype, long long mul, int swap, long long iface,
                       long long off)

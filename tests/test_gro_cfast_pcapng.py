@@ -317,6 +317,18 @@ def test_binary_resolution_at_64_bit_ticks():
         assert c[:3] == p[:3] and c[3] > 0 and c[5] == 0
 
 
+def test_binary_resolution_beyond_63_bit_ns():
+    # 2**-1 s ticks whose time in ns does not fit 63 bits (the year 2554):
+    # the loop must not wrap it into a small time (it did: 0.5 s, 1 s, ...)
+    # but leave the record to the Python engine, which writes it
+    f = Flow(4, ipid="inc")
+    t0 = 18_446_744_074 * 10**9
+    pkts = [f.pkt(k * 1000, 1000, ACK, ts=t0 + k * 500_000_000) for k in range(300)]
+    data = _ng([section(pkts, tsresol=0x81)])
+    c, p = run(data, True), run(data, False)
+    assert c[:3] == p[:3]
+
+
 def _bulk(n=3000, n_flows=2):
     fl = [Flow(4, src=f"10.0.0.{i + 1}", sport=1000 + i, ipid="inc") for i in range(n_flows)]
     return [fl[k % n_flows].pkt(k // n_flows * 1448, 1448, ACK, ts=T0 + k * US)
