@@ -78,22 +78,23 @@ class _Flow:
         self.largest = 0
 
 
-def _flow_name(l3, sport, dport):
-    a = ipaddress.ip_address(bytes(l3.src))
-    b = ipaddress.ip_address(bytes(l3.pdst))
-    if l3.family == 6:
+def _name(src, dst, sport, dport):
+    """'a:sport > b:dport' ('[a]:...' for IPv6) of 4- or 16-byte addresses."""
+    a = ipaddress.ip_address(bytes(src))
+    b = ipaddress.ip_address(bytes(dst))
+    if a.version == 6:
         return f"[{a}]:{sport} > [{b}]:{dport}"
     return f"{a}:{sport} > {b}:{dport}"
+
+
+def _flow_name(l3, sport, dport):
+    return _name(l3.src, l3.pdst, sport, dport)
 
 
 def _key_name(key):
     """:func:`_flow_name` of a flow key (section, iface, [tunnel kind,]
     src, dst, sport, dport)."""
-    a = ipaddress.ip_address(bytes(key[-4]))
-    b = ipaddress.ip_address(bytes(key[-3]))
-    if a.version == 6:
-        return f"[{a}]:{key[-2]} > [{b}]:{key[-1]}"
-    return f"{a}:{key[-2]} > {b}:{key[-1]}"
+    return _name(*key[-4:])
 
 
 class GSOSplitter:
