@@ -4,18 +4,11 @@ are, building packets byte by byte, and independent checksum checks."""
 import functools
 import struct
 
-from capture_helpers import KERNEL, PUBLIC  # noqa: F401  (re-exported for the GSO tests)
-from pcapgro.capture import open_reader
+from capture_helpers import KERNEL, PUBLIC, packets  # noqa: F401  (re-exported for the GSO tests)
 from pcapgro.record import Packet
 
 
-def read_packets(path):
-    """All Packet events of a capture file."""
-    r = open_reader(path)
-    try:
-        return [ev for ev in r if type(ev) is Packet]
-    finally:
-        r.close()
+read_packets = packets      # all Packet events of a capture file
 
 
 # ------------------------------------------------------------ checksums

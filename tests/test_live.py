@@ -23,11 +23,9 @@ import uuid
 
 import pytest
 
-from pcapgro.capture import open_reader
 from pcapgro.live import parse_stats
-from pcapgro.record import Packet
 
-from capture_helpers import REPO
+from capture_helpers import REPO, packets
 
 ROOT_OK = (os.geteuid() == 0 and shutil.which("ip") and shutil.which("tcpdump"))
 pytestmark = [pytest.mark.root,
@@ -61,14 +59,6 @@ def netns():
     finally:
         sh("ip", "netns", "del", a, check=False)
         sh("ip", "netns", "del", b, check=False)
-
-
-def packets(path):
-    r = open_reader(path)
-    try:
-        return [ev for ev in r if type(ev) is Packet]
-    finally:
-        r.close()
 
 
 SERVER = r"""
