@@ -1732,12 +1732,13 @@ static int pcap_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_
 
 /* The record header step for an enhanced packet block at offset off of buf
  * (checked by the reader, options included: pcapgro/capture/pcapng.py):
- * its frame, lengths and time ((ticks_hi << 32 | ticks_lo) * in_mul +
- * in_off ns) when it is of interface in_iface, captured <=
- * original length, and its time is one the output holds (0 <= ts <
- * ts_max); 0 when not. */
+ * its frame, lengths, block length (*bl_out) and time ((ticks_hi << 32 |
+ * ticks_lo) * in_mul + in_off ns) when it is of interface in_iface,
+ * captured <= original length, and its time is one the output holds
+ * (0 <= ts < ts_max); 0 when not. */
 static int epb_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_ssize_t off,
-                      const uint8_t **f, uint32_t *cap, uint32_t *orig, int64_t *ts)
+                      const uint8_t **f, uint32_t *cap, uint32_t *orig, int64_t *ts,
+                      uint32_t *bl_out)
 {
     if (off < 0 || off + 32 > blen)
         return 0;
@@ -1768,6 +1769,7 @@ static int epb_header(const Engine *e, const uint8_t *buf, Py_ssize_t blen, Py_s
     *cap = h[5];
     *orig = h[6];
     *ts = t;
+    *bl_out = h[1];
     return 1;
 }
 
@@ -2248,21 +2250,18 @@ static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
                         Py_ssize_t off, Seg *g, int64_t *ts)
 {
     const uint8_t *f;
-    uint32_t cap, orig;
-    if (!(e->in_epb ? epb_header : pcap_header)(e, buf, blen, off, &f, &cap, &orig, ts))
-        return RX_NO;
+    uint32_t cap, orig, bl;
     g->optn = 0;
-    if (e->in_epb) {
-        /* the EPB's options: after the frame (padded to 32 bits), up to
-         * the block's trailing length (epb_header: within the block) */
-        uint32_t bl;
-        memcpy(&bl, buf + off + 4, 4);
-        if (e->in_swap)
-            bl = bswap32(bl);
-        uint32_t o = 28 + ((cap + 3) & ~3u);
-        g->opt = buf + off + o;
-        g->optn = bl - 4 - o;
-    }
+    if (!e->in_epb)
+        return pcap_header(e, buf, blen, off, &f, &cap, &orig, ts)
+               ? parse_frame(e, f, cap, orig, g) : RX_NO;
+    if (!epb_header(e, buf, blen, off, &f, &cap, &orig, ts, &bl))
+        return RX_NO;
+    /* the EPB's options: after the frame (padded to 32 bits), up to the
+     * block's trailing length (bl, as epb_header read and checked it) */
+    uint32_t o = 28 + ((cap + 3) & ~3u);
+    g->opt = buf + off + o;
+    g->optn = bl - 4 - o;
     return parse_frame(e, f, cap, orig, g);
 }
 
