@@ -404,6 +404,24 @@ def test_sum16_matches_reference():
             assert sum16(d) == ones_sum(d)
 
 
+def test_sum16_vector_blocks_match_scalar():
+    """sum16's AVX2 blocks (64 bytes each, from 128 bytes on, at most
+    2**20 at a time) give the scalar loop's sum: every length around the
+    block edges, odd starts, all-ones words that fill the 32-bit lanes,
+    and more than one 2**20-byte block."""
+    from pcapgro._native import sum16
+    from pcapgro.checksum import ones_sum
+    rnd = random.Random(2)
+    data = bytes(rnd.randrange(256) for _ in range(5000))
+    for n in list(range(120, 270)) + [1447, 1448, 1500, 4097]:
+        for start in (0, 1, 3):
+            d = data[start:start + n]
+            assert sum16(d) == sum16(d, False) == ones_sum(d)
+    for n in ((1 << 20) - 1, 1 << 20, (1 << 20) + 65, 3 << 20):
+        for d in (b"\xff" * n, (b"\xff\xfe" * n)[:n]):
+            assert sum16(d) == sum16(d, False) == ones_sum(d)
+
+
 def test_records_walk_matches_python():
     from pcapgro._native import records
     import struct
