@@ -23,13 +23,14 @@ class _Distribution(Distribution):
 
 setup(distclass=_Distribution,
       ext_modules=[Extension("pcapgro._native", ["pcapgro/_native.c"],
-                             depends=["pcapgro/_annotate.h"],
+                             depends=["pcapgro/_annotate.h", "pcapgro/_crc32.h"],
                              extra_compile_args=["-O2", "-std=c99"], optional=True),
                    # the compiled segmenter of split (pcapgro/gso/cseg.py), optional too
                    Extension("pcapgro._gso", ["pcapgro/_gso.c"],
                              extra_compile_args=["-O2", "-std=c99"], optional=True),
                    # the compiled restore of split --restore (pcapgro/restore.py), optional too
                    Extension("pcapgro._restore", ["pcapgro/_restore.c"],
+                             depends=["pcapgro/_crc32.h"],
                              extra_compile_args=["-O2", "-std=c99"], optional=True)],
       # the manual page where man(1) finds it for a bin/ on PATH
       # (<prefix>/share/man beside <prefix>/bin, a venv's too); pyproject's

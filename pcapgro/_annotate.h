@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_crc32.h"     /* crc32_cont: the restore record's k= */
+
 #define TAG_RESTORE "pcapgro-restore v1 "      /* restore.TAG */
 #define OPT_COMMENT 1
 #define OPT_FLAGS 2
@@ -145,18 +147,6 @@ static int sb_row(sbuf *b, int first, long long di, long long dt, uint32_t len,
     if (sb_ll(b, di, ',') < 0 || sb_ll(b, dt, ',') < 0 || sb_ll(b, (long long)len, ',') < 0)
         return -1;
     return sb_diffs(b, h, hn, h0, h0n);
-}
-
-/* zlib's CRC-32 continued from crc (0 to start) over n bytes; table from
- * _native.c's crc_init */
-static uint32_t crc_table[256];
-
-static uint32_t crc32_cont(uint32_t crc, const uint8_t *p, size_t n)
-{
-    uint32_t c = crc ^ 0xFFFFFFFFu;
-    while (n--)
-        c = crc_table[(c ^ *p++) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
 }
 
 static inline void ng_put16(uint8_t *p, uint32_t v, int swap)

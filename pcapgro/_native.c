@@ -553,19 +553,8 @@ static inline uint64_t pseudo_sum(const uint8_t *f, uint32_t l3, int v6, uint32_
            + proto + len;
 }
 
-/* CRC-32 (zlib's) of the flow hash: zlib.crc32(addresses + ports) or 1;
- * crc_table and crc32_cont are in _annotate.h */
-
-static void crc_init(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[i] = c;
-    }
-}
-
+/* CRC-32 (zlib's) of the flow hash: zlib.crc32(addresses + ports) or 1
+ * (_crc32.h, through _annotate.h) */
 static uint32_t crc32_bytes(const uint8_t *p, size_t n)
 {
     return crc32_cont(0, p, n);
@@ -3225,7 +3214,7 @@ static int add_names(PyObject *m, const char *name, const char *const *names, in
 
 PyMODINIT_FUNC PyInit__native(void)
 {
-    crc_init();
+    crc32_init();
 #ifdef SUM16_SIMD
     __builtin_cpu_init();
     sum16_avx2_ok = __builtin_cpu_supports("avx2");

@@ -33,49 +33,7 @@
 #define PCAP_TS_END 4294967296000000000LL     /* 2**32 s in ns */
 #define IN_POSITION (-1LL)          /* a run's index: wherever the next one is */
 
-/* CRC-32 (zlib's) by slicing-by-8: crc_table[k][b] is the CRC of byte b
- * followed by k zero bytes (the byte-wise loop was 2/3 of restore()) */
-static uint32_t crc_table[8][256];
-
-static void
-crc_init(void)
-{
-    for (uint32_t n = 0; n < 256; n++) {
-        uint32_t c = n;
-        for (int k = 0; k < 8; k++)
-            c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[0][n] = c;
-    }
-    for (uint32_t n = 0; n < 256; n++)
-        for (int k = 1; k < 8; k++)
-            crc_table[k][n] = (crc_table[k - 1][n] >> 8)
-                              ^ crc_table[0][crc_table[k - 1][n] & 0xFF];
-}
-
-static inline uint32_t
-le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/* zlib.crc32(p[:n], crc) */
-static uint32_t
-crc32_upd(uint32_t crc, const unsigned char *p, Py_ssize_t n)
-{
-    crc = ~crc;
-    while (n >= 8) {
-        uint32_t a = crc ^ le32(p), b = le32(p + 4);
-        crc = crc_table[7][a & 0xFF] ^ crc_table[6][(a >> 8) & 0xFF]
-              ^ crc_table[5][(a >> 16) & 0xFF] ^ crc_table[4][a >> 24]
-              ^ crc_table[3][b & 0xFF] ^ crc_table[2][(b >> 8) & 0xFF]
-              ^ crc_table[1][(b >> 16) & 0xFF] ^ crc_table[0][b >> 24];
-        p += 8;
-        n -= 8;
-    }
-    while (n-- > 0)
-        crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
-    return ~crc;
-}
+#include "_crc32.h"          /* crc32_cont: the k= field */
 
 /* ASCII digits p[0:n] (at least one, leading zeros allowed) as a value
  * below 2**62; -1 if not */
@@ -383,7 +341,7 @@ full(struct out *st, const char *txt, const char *p, const char *e, const unsign
     }
     int v6;
     Py_ssize_t hlen = tcp_payload(data, n, &v6);
-    if (hlen < 0 || crc32_upd(crc32_upd(0, (const unsigned char *)txt, kp - 1 - txt), data,
+    if (hlen < 0 || crc32_cont(crc32_cont(0, (const uint8_t *)txt, (size_t)(kp - 1 - txt)), data,
                               hlen) != k)
         return 0;
     unsigned char h0[MAX_HDR];
@@ -1187,7 +1145,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__restore(void)
 {
-    crc_init();
+    crc32_init();
     hex_init();
     return PyModule_Create(&module);
 }
