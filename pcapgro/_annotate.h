@@ -80,33 +80,75 @@ static int sb_hex(sbuf *b, const uint8_t *d, Py_ssize_t n)
 {
     if (sb_grow(b, 2 * (size_t)n) < 0)
         return -1;
+    char *q = b->p + b->n;      /* a local pointer: b->n is not reloaded per char */
     for (Py_ssize_t i = 0; i < n; i++) {
-        b->p[b->n++] = HEXD[d[i] >> 4];
-        b->p[b->n++] = HEXD[d[i] & 15];
+        *q++ = HEXD[d[i] >> 4];
+        *q++ = HEXD[d[i] & 15];
     }
+    b->n += 2 * (size_t)n;
     return 0;
 }
+
+/* "00" "01" ... "99": two digits a division (sb_ll) */
+static const char DIGITS2[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
 
 /* v in decimal, then the character end (if not 0); by hand: glibc's
  * snprintf cost ~300 ns a number here, most of the row encoder's time */
 static int sb_ll(sbuf *b, long long v, char end)
 {
-    char tmp[24];
-    int k = 0;
+    char tmp[20];
+    int k = 20;
     unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    if (sb_grow(b, 24) < 0)
+    if (sb_grow(b, 22) < 0)     /* 20 digits, '-', end */
         return -1;
-    do {
-        tmp[k++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
+    while (u >= 100) {
+        unsigned r = (unsigned)(u % 100) * 2;
+        u /= 100;
+        tmp[--k] = DIGITS2[r + 1];
+        tmp[--k] = DIGITS2[r];
+    }
+    if (u >= 10) {
+        tmp[--k] = DIGITS2[u * 2 + 1];
+        tmp[--k] = DIGITS2[u * 2];
+    } else {
+        tmp[--k] = (char)('0' + u);
+    }
+    char *q = b->p + b->n;
     if (v < 0)
-        b->p[b->n++] = '-';
-    while (k)
-        b->p[b->n++] = tmp[--k];
+        *q++ = '-';
+    memcpy(q, tmp + k, (size_t)(20 - k));
+    q += 20 - k;
     if (end)
-        b->p[b->n++] = end;
+        *q++ = end;
+    b->n = (size_t)(q - b->p);
     return 0;
+}
+
+/* the first j' >= j below n at which d and r differ (n when none); equal
+ * headers are the common case (a segment's header differs from its
+ * aggregate's head in a few bytes: sequence, IP ID, checksums), so eight
+ * bytes are compared at a time and the first difference found from the
+ * XOR's low (little-endian) or high (big-endian) zero bits */
+static inline Py_ssize_t first_diff(const uint8_t *d, const uint8_t *r, Py_ssize_t j,
+                                    Py_ssize_t n)
+{
+    for (; j + 8 <= n; j += 8) {
+        uint64_t x, y;
+        memcpy(&x, d + j, 8);
+        memcpy(&y, r + j, 8);
+        if (x != y)
+#if PY_LITTLE_ENDIAN
+            return j + (__builtin_ctzll(x ^ y) >> 3);
+#else
+            return j + (__builtin_clzll(x ^ y) >> 3);
+#endif
+    }
+    while (j < n && d[j] == r[j])
+        j++;
+    return j;
 }
 
 /* restore._diffs: the runs "off:hex" (joined by '/') in which header d
@@ -118,11 +160,7 @@ static int sb_diffs(sbuf *b, const uint8_t *d, Py_ssize_t dn, const uint8_t *r, 
         return sb_put(b, '*') < 0 ? -1 : sb_hex(b, d, dn);
     int first = 1;
     Py_ssize_t j = 0;
-    while (j < rn) {
-        if (d[j] == r[j]) {
-            j++;
-            continue;
-        }
+    while ((j = first_diff(d, r, j, rn)) < rn) {
         Py_ssize_t e = j + 1;
         while (e < rn && d[e] != r[e])
             e++;
