@@ -423,6 +423,14 @@ get32h(const unsigned char *p, int swap)
 enum { SRC_OPTION, SRC_SYN, SRC_OWN_SYN, SRC_LARGEST, SRC_MTU };
 #define TCP_MIN_GSO_SIZE 8
 
+/* what tunnel_frame decides for a record: left to the engine (the
+ * Python reference decides), passed unchanged for one of the PASS_*
+ * reasons (pcapgro/gso/reasons.py Pass, in the order of cseg._PASSES),
+ * or cut (TUN_CUT) */
+enum { TUN_DECIDE = -2 };
+enum { PASS_SMALL, PASS_NO_HANDLER, PASS_TUNNEL, PASS_RECORD_LENGTHS, PASS_TRUNCATED,
+       PASS_BAD_LENGTH, NPASS, TUN_CUT = NPASS };
+
 /* split_chunk's settings and running totals */
 struct chunk {
     PyObject *out, *flows, *sec, *zero, *flow_cls, *aggs;
@@ -430,7 +438,7 @@ struct chunk {
     int swap, complete, mtu_explicit, fixed_id;
     long long mul, rate, last_ts;
     Py_ssize_t nrec, maxcap, npassed, nseg, ncut;
-    Py_ssize_t npass[6];               /* tunnelled records passed, per PASS_* reason */
+    Py_ssize_t npass[NPASS];           /* tunnelled records passed, per PASS_* reason */
 };
 
 /* room for `more` bytes after what is used of ch->out (grown by a quarter
@@ -798,13 +806,6 @@ done:
     return r;
 }
 
-/* what tunnel_frame decides for a record: left to the engine (the
- * Python reference decides), passed unchanged for one of the PASS_*
- * reasons (pcapgro/gso/reasons.py Pass, in the order of cseg._PASSES),
- * or cut (TUN_CUT) */
-enum { TUN_DECIDE = -2 };
-enum { PASS_SMALL, PASS_NO_HANDLER, PASS_TUNNEL, PASS_RECORD_LENGTHS, PASS_TRUNCATED,
-       PASS_BAD_LENGTH, NPASS, TUN_CUT = NPASS };
 
 /* pcapgro/gso/tunnel.py's kinds (the flow key names them) */
 static const char *const KIND_NAME[] = {"vxlan", "geneve", "gre", "ipip"};
@@ -1385,6 +1386,8 @@ split_chunk(PyObject *self, PyObject *args)
     }
     if (PyByteArray_Resize(ch.out, ch.used) < 0)
         goto fail;
+    typedef char six_pass_reasons[NPASS == 6 ? 1 : -1];    /* the tuple below */
+    (void)sizeof(six_pass_reasons);
     res = Py_BuildValue("nnnLnnnO(nnnnnn)", i, ch.nrec, ch.maxcap, ch.last_ts, ch.npassed,
                         ch.nseg, ch.ncut, ch.aggs, ch.npass[0], ch.npass[1], ch.npass[2],
                         ch.npass[3], ch.npass[4], ch.npass[5]);

@@ -2298,6 +2298,7 @@ static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
 {
     const uint8_t *f;
     uint32_t cap, orig, bl;
+    g->opt = NULL;              /* none (a classic pcap record): Engine.ropt copies it */
     g->optn = 0;
     if (!e->in_epb)
         return pcap_header(e, buf, blen, off, &f, &cap, &orig, ts)
