@@ -708,6 +708,60 @@ done:
     return r;
 }
 
+/* whether payload P of the TCP segment in frame d (opt bytes of TCP
+ * options) exceeds the segment size --mss sets, or else a SYN's MSS option
+ * (the peer flow's, else its own flow fl's, when at least
+ * TCP_MIN_GSO_SIZE after the options): 1 (to be cut), 0, -1 with an
+ * exception */
+static int
+beyond_mss(struct chunk *ch, PyObject *fl, const unsigned char *d, Py_ssize_t opt, Py_ssize_t P)
+{
+    if (ch->cfg_mss)
+        return P > ch->cfg_mss;
+    PyObject *pk = flow_key(ch, d, 1);
+    if (pk == NULL)
+        return -1;
+    PyObject *peer = PyDict_GetItemWithError(ch->flows, pk);
+    Py_DECREF(pk);
+    if (peer == NULL && PyErr_Occurred())
+        return -1;
+    long ps = peer ? flow_attr(peer, "syn_mss") : 0;
+    long fs = fl ? flow_attr(fl, "syn_mss") : 0;
+    if ((ps < 0 || fs < 0) && PyErr_Occurred())
+        return -1;
+    if (peer && ps - opt >= TCP_MIN_GSO_SIZE)
+        return P > ps - opt;
+    return fl && fs - opt >= TCP_MIN_GSO_SIZE && P > fs - opt;
+}
+
+/* the flow (key; fl when known, NULL: added) has seen payload P: its
+ * largest raised; 0, or -1 with an exception */
+static int
+note_largest(struct chunk *ch, PyObject *key, PyObject *fl, Py_ssize_t P)
+{
+    if (fl == NULL) {
+        PyObject *nf = PyObject_CallNoArgs(ch->flow_cls);
+        if (nf == NULL || PyDict_SetItem(ch->flows, key, nf) < 0) {
+            Py_XDECREF(nf);
+            return -1;
+        }
+        fl = nf;
+        Py_DECREF(nf);              /* the dict holds it */
+    }
+    long lg = flow_attr(fl, "largest");
+    if (lg < 0 && PyErr_Occurred())
+        return -1;
+    if (P <= lg)
+        return 0;
+    PyObject *v = PyLong_FromSsize_t(P);
+    if (v == NULL || PyObject_SetAttrString(fl, "largest", v) < 0) {
+        Py_XDECREF(v);
+        return -1;
+    }
+    Py_DECREF(v);
+    return 0;
+}
+
 /* a record engine.GSOSplitter._fast_small_tcp4 passes unchanged with
  * flow state: untagged Ethernet / IPv4 (no options, not a fragment) / TCP
  * with payload, no SYN, captured in full, IP length the frame's, at most
@@ -747,51 +801,13 @@ small_tcp4(struct chunk *ch, const unsigned char *rec, const unsigned char *d, u
     PyObject *fl = PyDict_GetItemWithError(ch->flows, key);
     if (fl == NULL && PyErr_Occurred())
         goto done;
-    if (ch->cfg_mss) {
-        if (P > ch->cfg_mss) {
-            r = 0;
-            goto done;
-        }
-    } else {
-        Py_ssize_t opt = thl - 20;
-        PyObject *pk = flow_key(ch, d, 1);
-        if (pk == NULL)
-            goto done;
-        PyObject *peer = PyDict_GetItemWithError(ch->flows, pk);
-        Py_DECREF(pk);
-        if (peer == NULL && PyErr_Occurred())
-            goto done;
-        long ps = peer ? flow_attr(peer, "syn_mss") : 0;
-        long fs = fl ? flow_attr(fl, "syn_mss") : 0;
-        if ((ps < 0 || fs < 0) && PyErr_Occurred())
-            goto done;
-        if ((peer && ps - opt >= TCP_MIN_GSO_SIZE && P > ps - opt)
-                || (!(peer && ps - opt >= TCP_MIN_GSO_SIZE) && fl && fs - opt >= TCP_MIN_GSO_SIZE
-                    && P > fs - opt)) {
-            r = 0;                  /* to be cut: the general path */
-            goto done;
-        }
-    }
-    if (fl == NULL) {
-        PyObject *nf = PyObject_CallNoArgs(ch->flow_cls);
-        if (nf == NULL || PyDict_SetItem(ch->flows, key, nf) < 0) {
-            Py_XDECREF(nf);
-            goto done;
-        }
-        fl = nf;
-        Py_DECREF(nf);              /* the dict holds it */
-    }
-    long lg = flow_attr(fl, "largest");
-    if (lg < 0 && PyErr_Occurred())
+    int cut = beyond_mss(ch, fl, d, thl - 20, P);
+    if (cut) {
+        r = cut > 0 ? 0 : -1;       /* to be cut: the general path */
         goto done;
-    if (P > lg) {
-        PyObject *v = PyLong_FromSsize_t(P);
-        if (v == NULL || PyObject_SetAttrString(fl, "largest", v) < 0) {
-            Py_XDECREF(v);
-            goto done;
-        }
-        Py_DECREF(v);
     }
+    if (note_largest(ch, key, fl, P) < 0)
+        goto done;
     if (room(ch, 16 + cap) < 0)
         goto done;
     memcpy(PyByteArray_AS_STRING(ch->out) + ch->used, rec, 16 + cap);

@@ -1213,18 +1213,48 @@ static int seg_flist(const Engine *e, const Seg *g)
     return g->udp ? !(local && e->udp_gro) : !local;
 }
 
+/* the flow hash of g (skb_get_hash: ipv4.py / ipv6.py _hash_input, the
+ * CRC-32 of the addresses and ports, never 0), or 0 when hash_flow is off */
+static uint32_t flow_hash(const Engine *e, const Seg *g)
+{
+    if (!e->hash_flow)
+        return 0;
+    uint32_t h = g->v6 ? crc32_cont(crc32_bytes(g->f + g->l3 + 8, 32), g->f + g->l4, 4)
+                       : crc32_bytes(g->f + g->l3 + 12, 12);
+    return h ? h : 1;
+}
+
+/* room in slot a for a payload of gro_max_size (at least 64 KiB) and a
+ * header of hlen bytes; -1 (e->error set) when out of memory */
+static int agg_room(Engine *e, Agg *a, uint32_t hlen)
+{
+    if (!a->pay) {
+        size_t cap = e->limit < 65536 ? 65536 : e->limit;
+        a->pay = malloc(cap);
+        if (!a->pay) {
+            e->error = 1;
+            return -1;
+        }
+        a->paycap = cap;
+    }
+    if (a->hcap < hlen) {
+        size_t cap = hlen > HDRMAX ? hlen : HDRMAX;
+        uint8_t *h = realloc(a->hdr, cap);
+        if (!h) {
+            e->error = 1;
+            return -1;
+        }
+        a->hdr = h;
+        a->hcap = cap;
+    }
+    return 0;
+}
+
 /* put a segment on its GRO list as a new head (gro_flush_oldest first when
  * the bucket is full) */
 static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
 {
-    uint32_t h = 0;
-    if (e->hash_flow) {
-        /* the addresses and ports (ipv4.py / ipv6.py _hash_input) */
-        h = g->v6 ? crc32_cont(crc32_bytes(g->f + g->l3 + 8, 32), g->f + g->l4, 4)
-                  : crc32_bytes(g->f + g->l3 + 12, 12);
-        if (!h)
-            h = 1;
-    }
+    uint32_t h = flow_hash(e, g);
     int b = h & (NBUCKETS - 1);
     if (e->bn[b] >= MAXPER)
         complete(e, e->bk[b][0], F_BUCKET_FULL, ts);
@@ -1232,25 +1262,8 @@ static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
     while (e->used[slot])
         slot++;
     Agg *a = &e->aggs[slot];
-    if (!a->pay) {
-        size_t cap = e->limit < 65536 ? 65536 : e->limit;
-        a->pay = malloc(cap);
-        if (!a->pay) {
-            e->error = 1;
-            return;
-        }
-        a->paycap = cap;
-    }
-    if (a->hcap < g->pay) {
-        size_t cap = g->pay > HDRMAX ? g->pay : HDRMAX;
-        uint8_t *h = realloc(a->hdr, cap);
-        if (!h) {
-            e->error = 1;
-            return;
-        }
-        a->hdr = h;
-        a->hcap = cap;
-    }
+    if (agg_room(e, a, g->pay) < 0)
+        return;
     e->used[slot] = 1;
     e->nheld++;
     e->bk[b][e->bn[b]++] = slot;
