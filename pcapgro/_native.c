@@ -1147,6 +1147,7 @@ typedef struct {
     uint32_t psum;
     uint8_t key[KEYMAX];
     uint64_t kh;
+    uint32_t fh;            /* flow_hash (receive: the bucket find and hold use) */
     uint32_t ext;           /* bytes of IPv6 extension headers (at l3 + 40) */
     uint32_t orig;          /* original length (n: captured) */
     const uint8_t *opt;     /* an EPB's options (optn bytes; 0: none) */
@@ -1186,9 +1187,13 @@ static int find(Engine *e, const Seg *g)
 {
     if (!e->nheld)
         return -1;
-    for (int s = 0; s < MAXHELD; s++) {
+    /* only g's bucket (dev_gro_receive walks gro_list_prepare's one list):
+     * the same key has the same addresses and ports, so the same hash */
+    int b = g->fh & (NBUCKETS - 1);
+    for (int i = 0; i < e->bn[b]; i++) {
+        int s = e->bk[b][i];
         const Agg *a = &e->aggs[s];
-        if (e->used[s] && a->khash == g->kh && !memcmp(a->key, g->key, KEYMAX)
+        if (a->khash == g->kh && !memcmp(a->key, g->key, KEYMAX)
                 && (g->t.l3 <= L3MAX || (a->t.l3 == g->t.l3
                                          && !memcmp(a->hdr + L3MAX, g->f + L3MAX,
                                                     g->t.l3 - L3MAX)))
@@ -1254,7 +1259,7 @@ static int agg_room(Engine *e, Agg *a, uint32_t hlen)
  * the bucket is full) */
 static void hold(Engine *e, const Seg *g, int64_t ts, int64_t idx)
 {
-    uint32_t h = flow_hash(e, g);
+    uint32_t h = g->fh;
     int b = h & (NBUCKETS - 1);
     if (e->bn[b] >= MAXPER)
         complete(e, e->bk[b][0], F_BUCKET_FULL, ts);
@@ -1575,6 +1580,7 @@ static void udp_receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
 /* dev_gro_receive + tcp_gro_receive for one segment */
 static void receive(Engine *e, Seg *g, int64_t ts, int64_t idx)
 {
+    g->fh = flow_hash(e, g);
     if (g->udp) {
         udp_receive(e, g, ts, idx);
         return;
