@@ -209,3 +209,31 @@ def test_split_spb_super_frame_segments_are_epbs_at_its_time(tmp_path, fmt, no_c
     times = [g[0] for g in got]
     assert times[0] == OFFSET * S and times[6] == OFFSET * S + 50_000
     assert times == sorted(times) and len(set(times[:5])) == 5
+
+
+@pytest.mark.parametrize("no_c", [False, True], ids=["compiled", "reference"])
+@pytest.mark.parametrize("which", [(301,), (300,), (301, 350, 351, 399)],
+                         ids=["inside", "first", "several"])
+def test_merge_gso_sends_spb_segments_at_the_aggregate_time(tmp_path, no_c, which):
+    """merge --gso sends every packet of an aggregate at its completion
+    time: one stored as an SPB goes as an EPB with that time (as SPB it
+    would read back with the time of the packet before it), so the output
+    reads back exactly as that of the same capture with it as an EPB at the
+    time before it (a packet sent at its own time stays an SPB)."""
+    outs = {}
+    for tag, data in (("spb", _bulk(set(which), False)), ("epb", _bulk(set(which), True))):
+        src, dst = tmp_path / f"in-{tag}.pcapng", tmp_path / f"out-{tag}.pcapng"
+        src.write_bytes(data)
+        env = dict(os.environ)
+        env.pop("PCAPGRO_NO_C", None)
+        if no_c:
+            env["PCAPGRO_NO_C"] = "1"
+        r = subprocess.run([sys.executable, "-m", "pcapgro.cli", "merge", "-q", "--gso",
+                            str(src), str(dst)], capture_output=True, cwd=REPO, env=env)
+        assert r.returncode == 0, r.stderr.decode()
+        outs[tag] = [(p.ts, p.data, p.orig_len, p.meta is not None and p.meta.block == BLOCK_SPB)
+                     for p in open_reader(dst) if type(p) is Packet]
+    assert [x[:3] for x in outs["spb"]] == [x[:3] for x in outs["epb"]]
+    assert len(outs["spb"]) == 100
+    if which == (301,):         # inside an aggregate: sent at its time, an EPB
+        assert not any(x[3] for x in outs["spb"])
