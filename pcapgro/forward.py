@@ -80,7 +80,7 @@ from .fcs import ETH_FCS, InterfaceFCS, refresh_fcs, with_fcs
 from .gro import GROConfig, GROEngine
 from .gso import GSOConfig, GSOSplitter
 from .linklayer import ETH_P_IP, network_layer
-from .record import GSOInfo, Packet
+from .record import BLOCK_EPB, BLOCK_SPB, GSOInfo, Packet, PacketMeta
 from .text import count, fit, num
 
 __all__ = ["Forwarder", "ForwardStats", "FRAGLIST_IDS", "FRAGLIST_TTL", "UDP_IDS"]
@@ -556,7 +556,12 @@ class Forwarder:
                 else:
                     b, ol = refresh_fcs(b, ol)   # the received frame's
             d = bytes(b)
-            q = Packet(t, d, ol, iface, lt, _wire_meta(m))
+            wm = _wire_meta(m)
+            if wm is not None and wm.block == BLOCK_SPB and (o is None or t != o.ts):
+                # sent at another time than it came (an aggregate's
+                # completion): an SPB holds no time, so it goes as an EPB
+                wm = PacketMeta(BLOCK_EPB, wm.comments, wm.flags, wm.options)
+            q = Packet(t, d, ol, iface, lt, wm)
             out.append(q)
             st.packets_out += 1
             if l3off is not None and self.router and o is not None:

@@ -152,3 +152,88 @@ def test_merge_verify_with_a_passed_spb_into_pcap(tmp_path):
     assert r.returncode == 0, r.stderr.decode()
     got = [p.ts for p in open_reader(out) if type(p) is Packet]
     assert got == sorted(got) and min(got) > OFFSET * S
+
+
+# ---------------------------------------------------------------------------
+# split: the segments of a super-frame stored as an SPB are EPBs, stamped
+# from the SPB's time (the packet before it, or interface 0's origin when
+# first), as merge writes an aggregate an SPB starts: an SPB cannot carry
+# the segments' own times (read back, each would take the time of the one
+# before it).  A packet split leaves whole stays an SPB.
+
+def _split_input(as_spb):
+    """if_tsoffset 100 s, us: a plain TCP super-frame (5 x 1400 bytes)
+    first, an EPB at 50 us, a GRE-tunnelled one, an EPB at 90 us, a small
+    segment; the super-frames and the last segment are SPBs (``as_spb``) or
+    EPBs stamped with the time of the packet before them."""
+    from pktbuild import Flow
+    from tunnelbuild import Tunnel
+    f, g, t = Flow(4, ipid="inc"), Flow(4, ipid="inc", sport=1600), Tunnel("gre", gre_key=5)
+    pkts = [(None, bytes(f.pkt(0, 7000).data)), (50, bytes(f.pkt(7000, 100).data)),
+            (None, bytes(t.wrap(g.pkt(0, 7000)).data)), (90, bytes(t.wrap(g.pkt(7000, 100)).data)),
+            (None, bytes(t.wrap(g.pkt(7100, 100)).data))]
+    blocks = [shb(), idb("<", 1, 0, IDB_OPTS)]
+    prev = 0
+    for us, d in pkts:
+        if us is None and as_spb:
+            blocks.append(spb("<", d))
+        else:
+            prev = prev if us is None else us
+            blocks.append(epb("<", 0, prev, d))
+    return b"".join(blocks)
+
+
+def _split(tmp_path, data, fmt, no_c, tag):
+    src = tmp_path / f"in-{tag}.pcapng"
+    src.write_bytes(data)
+    dst = tmp_path / f"out-{tag}.{fmt}"
+    env = dict(os.environ)
+    env.pop("PCAPGRO_NO_C", None)
+    if no_c:
+        env["PCAPGRO_NO_C"] = "1"
+    r = subprocess.run([sys.executable, "-m", "pcapgro.cli", "split", "-q", "-F", fmt,
+                        str(src), str(dst)], capture_output=True, cwd=REPO, env=env)
+    assert r.returncode == 0, r.stderr.decode()
+    return [(p.ts, p.data, p.orig_len, p.meta is not None and p.meta.block == BLOCK_SPB)
+            for p in open_reader(dst) if type(p) is Packet]
+
+
+@pytest.mark.parametrize("no_c", [False, True], ids=["compiled", "reference"])
+@pytest.mark.parametrize("fmt", ["pcapng", "pcap"])
+def test_split_spb_super_frame_segments_are_epbs_at_its_time(tmp_path, fmt, no_c):
+    got = _split(tmp_path, _split_input(True), fmt, no_c, "spb")
+    want = _split(tmp_path, _split_input(False), fmt, no_c, "epb")
+    assert [g[:3] for g in got] == [w[:3] for w in want]
+    # 5 + 1 + 5 + 1 + 1 packets: only the last, left whole, is still an SPB
+    assert [g[3] for g in got] == [False] * 12 + [fmt == "pcapng"]
+    times = [g[0] for g in got]
+    assert times[0] == OFFSET * S and times[6] == OFFSET * S + 50_000
+    assert times == sorted(times) and len(set(times[:5])) == 5
+
+
+@pytest.mark.parametrize("no_c", [False, True], ids=["compiled", "reference"])
+@pytest.mark.parametrize("which", [(301,), (300,), (301, 350, 351, 399)],
+                         ids=["inside", "first", "several"])
+def test_merge_gso_sends_spb_segments_at_the_aggregate_time(tmp_path, no_c, which):
+    """merge --gso sends every packet of an aggregate at its completion
+    time: one stored as an SPB goes as an EPB with that time (as SPB it
+    would read back with the time of the packet before it), so the output
+    reads back exactly as that of the same capture with it as an EPB at the
+    time before it (a packet sent at its own time stays an SPB)."""
+    outs = {}
+    for tag, data in (("spb", _bulk(set(which), False)), ("epb", _bulk(set(which), True))):
+        src, dst = tmp_path / f"in-{tag}.pcapng", tmp_path / f"out-{tag}.pcapng"
+        src.write_bytes(data)
+        env = dict(os.environ)
+        env.pop("PCAPGRO_NO_C", None)
+        if no_c:
+            env["PCAPGRO_NO_C"] = "1"
+        r = subprocess.run([sys.executable, "-m", "pcapgro.cli", "merge", "-q", "--gso",
+                            str(src), str(dst)], capture_output=True, cwd=REPO, env=env)
+        assert r.returncode == 0, r.stderr.decode()
+        outs[tag] = [(p.ts, p.data, p.orig_len, p.meta is not None and p.meta.block == BLOCK_SPB)
+                     for p in open_reader(dst) if type(p) is Packet]
+    assert [x[:3] for x in outs["spb"]] == [x[:3] for x in outs["epb"]]
+    assert len(outs["spb"]) == 100
+    if which == (301,):         # inside an aggregate: sent at its time, an EPB
+        assert not any(x[3] for x in outs["spb"])

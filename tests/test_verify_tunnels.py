@@ -189,3 +189,38 @@ def test_gre_csum_short_segment_overtakes_only_when_handed_up_at_once(psh, tmp_p
     write_events(moved, got, "pcap")
     v = _verdict(tmp_path, "--csum", "kernel", wire, moved, status=1)
     assert v["result"] == "differ"
+
+
+@tshark
+def test_real_reordering_after_an_accepted_one_names_the_moved_frame(tmp_path):
+    """GRE with key and checksum, two bursts each ending in a short PSH
+    segment: merge hands each short one up ahead of its burst's aggregate
+    (OUT: short, aggregate, short, aggregate, aggregate), which verify
+    accepts.  With the second short segment moved ahead of the first
+    aggregate too (ahead of two aggregates: not what GRO does) the
+    difference is named by that moved frame (OUT frame 2), not by the first
+    short segment (frame 1), whose move GRO explains."""
+    t, f = Tunnel("gre", gre_key=7, gre_csum=True), Flow(4, ipid="inc")
+    pkts, seq = [], 0
+    for k in range(17):
+        short = k in (5, 11)
+        n = 300 if short else 1400
+        pkts.append(t.wrap(f.pkt(seq, n, flags=ACK | PSH if short else ACK),
+                           ts=10**11 + k * 10_000))
+        seq += n
+    wire, out, moved = tmp_path / "w.pcap", tmp_path / "m.pcap", tmp_path / "moved.pcap"
+    write_events(wire, pkts, "pcap")
+    run_cli("merge", "-q", "--csum", "kernel", wire, out, check=0)
+    got = packets(out)
+    assert [len(p.data) < 400 for p in got] == [True, False, True, False, False]
+    v = _verdict(tmp_path, "--csum", "kernel", wire, out)
+    assert v["result"] == "faithful" and v["tcp"]["passed_ahead"] == 2
+    s2 = got[2]
+    got = [got[0], Packet(got[0].ts, s2.data, s2.orig_len), got[1], got[3], got[4]]
+    write_events(moved, got, "pcap")
+    v = _verdict(tmp_path, "--csum", "kernel", wire, moved, status=1)
+    assert v["problems_total"] == 1 and v["tcp"]["passed_ahead"] == 0
+    p = v["problems"][0]
+    assert (p["kind"], p["out_frame"], p["in_frame"]) == ("order", 2, 12), p
+    assert p["message"] == ("data at seq 14400 (relative 14300) arrives before seq 100 "
+                            "(relative 0) (out of order compared with IN)")

@@ -89,10 +89,13 @@ def _same_order(v, proto, sa, sb, name, where):
         y = ob[k] if k < len(ob) else None
         if x is not None and y is not None and x[0] == y[0] and x[1] == y[1]:
             continue
-        moved = _tcp_rejected_ahead(sa, sb, sb.ts_of) if proto == "tcp" else None
-        if moved is not None:
+        moved, diff = _tcp_rejected_ahead(sa, sb, sb.ts_of) if proto == "tcp" else (0, None)
+        if moved:
             v.ahead[proto] += moved         # the GRO model's reordering
             return True
+        if diff is not None:                # named past the reordering GRO makes
+            _order_difference(v, sa, sb, name, where, *diff)
+            return False
         if x is not None and y is not None and x[0] == y[0] and y[1] < x[1] and k + 1 < len(ob):
             z = ob[k + 1]
             v.add("order", f"data at {where(z[0])} arrives before {where(y[1])} "
@@ -106,6 +109,20 @@ def _same_order(v, proto, sa, sb, name, where):
                   in_frame=x[2] if x else None, stream=name)
         return False
     return True
+
+
+def _order_difference(v, sa, sb, name, where, early, ref, how):
+    """Report an arrival-order difference found past GRO's accepted
+    reordering (:func:`~.rejected._tcp_rejected_ahead`'s ``diff``), named
+    by the OUT frame that carried the data at ``early``."""
+    if how == "before":
+        msg = f"data at {where(early)} arrives before {where(ref)} (out of order compared with IN)"
+    elif how == "after":
+        msg = (f"data at {where(early)} arrives after {where(ref)}, but GRO passes its packet "
+               "at once (delayed compared with IN)")
+    else:
+        msg = f"data at {where(early)} arrives in another order than in IN"
+    v.add("order", msg, out_frame=sb.find_seg(early), in_frame=sa.find_seg(early), stream=name)
 
 
 def check_flags(sa, sb, v, name, csum, what):

@@ -88,20 +88,35 @@ def _tcp_rejected_ahead(sa, sb, ts_of):
         sa, sb: the IN and OUT :class:`~.stream.Window` (same payload bytes).
         ts_of:  OUT's {frame: timestamp in ns}.
     Returns:
-        the number of rejected IN packets that arrived ahead (int >= 1), or
-        None when the orders differ otherwise (a real difference).
+        (moved, diff): ``moved`` the number of rejected IN packets that
+        arrived ahead (>= 1) when the orders differ only that way, else 0.
+        With 0, ``diff`` is the first difference GRO's reordering does not
+        explain, the moves it does explain left out (a real reordering
+        after an accepted one is named by the data that really moved):
+        (early, ref, how) with ``how`` 'before' (data at sequence position
+        ``early`` arrives before ``ref``), 'after' (the rejected packet's
+        data at ``early`` arrives after ``ref``: GRO never holds one) or
+        'other' (data at ``early`` arrives in another order; ``ref``
+        None); None when there is no rejected data to leave out (the
+        orders are then compared as they are).
     """
     ranges = [(s, s + c) for fr, s, n, c in sa.segs if c and fr in sa.rej]
     if not ranges:
-        return None
+        return 0, None
     rej = _union(ranges, adjacent=False)     # one range per rejected packet
     ka, pa = _cut_rejected(sa.store.order, rej)
     kb, pb = _cut_rejected(sb.store.order, rej)
-    if ka != kb or [p[:2] for p in pa] != [p[:2] for p in pb]:
-        return None
+    diff = _first_run_diff(ka, kb) or _first_run_diff([p[:2] for p in pa], [p[:2] for p in pb])
+    if diff is not None:
+        return 0, diff
     cum = [0]
     for s, e in ka:
         cum.append(cum[-1] + e - s)
+
+    def kept_at(c):
+        """The sequence position of kept byte ``c`` (arrival order)."""
+        k = bisect.bisect_right(cum, c) - 1
+        return ka[k][0] + c - cum[k]
     segs = sb.segs
     rstarts = sorted(r[0] for r in ranges)
     starts = [r[0] for r in rej]
@@ -117,8 +132,8 @@ def _tcp_rejected_ahead(sa, sb, ts_of):
     for (s, e, pin), (_, _, pout) in zip(pa, pb):
         if pout == pin:
             continue
-        if pout > pin:
-            return None             # delayed: GRO never holds a rejected packet
+        if pout > pin:              # delayed: GRO never holds a rejected packet
+            return 0, (s, kept_at(pin), "after")
         # the data it overtook: kept bytes [pout, pin), as sequence ranges
         i = bisect.bisect_right(cum, pout) - 1
         j = bisect.bisect_left(cum, pin) - 1
@@ -129,15 +144,32 @@ def _tcp_rejected_ahead(sa, sb, ts_of):
         if at is None:
             at = next((x for x, (fr, t, n, c) in enumerate(segs) if t <= s < t + c), None)
         if at is None:
-            return None
+            return 0, (s, None, "other")
         held = _union((segs[x][1], segs[x][1] + segs[x][3]) for x in _held_run(segs, at, skip, ts_of))
         hs = [h[0] for h in held]
         for lo, hi in over:
             h = bisect.bisect_right(hs, lo) - 1
             if h < 0 or hi > held[h][1]:
-                return None         # more than one aggregate overtaken
+                return 0, (s, over[0][0], "before")     # more than one aggregate overtaken
         moved += max(bisect.bisect_left(rstarts, e) - bisect.bisect_left(rstarts, s), 1)
-    return moved or None
+    return moved, None
+
+
+def _first_run_diff(a, b):
+    """The first difference of two arrival orders ``a`` (IN) and ``b``
+    (OUT) of new data, [start, end, ...] runs: (early, ref, how) as
+    :func:`_tcp_rejected_ahead` returns it, or None when they are equal."""
+    for k in range(max(len(a), len(b))):
+        x = a[k] if k < len(a) else None
+        y = b[k] if k < len(b) else None
+        if x is not None and y is not None and x[0] == y[0] and x[1] == y[1]:
+            continue
+        if x is not None and y is not None and x[0] == y[0] and y[1] < x[1] and k + 1 < len(b):
+            return b[k + 1][0], y[1], "before"
+        if y is not None:
+            return y[0], None, "other"
+        return x[0], None, "other"
+    return None
 
 
 def _udp_in_order(sa, sb, ts_of):
