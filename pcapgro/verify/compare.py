@@ -70,9 +70,11 @@ def _byte_difference(v, sa, sb, name, where, pos, kind):
                   f"(IN frame {fin} carried them)", out_frame=cut, in_frame=fin,
                   stream=name)
         else:
-            v.add("missing", f"bytes from {where(pos)} missing (IN frame {fin} "
-                  "carried them)", out_frame=sb.find_seg(pos, after=True),
-                  in_frame=fin, stream=name)
+            p = v.add("missing", f"bytes from {where(pos)} missing (IN frame {fin} "
+                      "carried them)", out_frame=sb.find_seg(pos, after=True),
+                      in_frame=fin, stream=name)
+            if p is not None and p["out_frame"] is None:
+                v.unnamed.append((name, pos, p))    # the next OUT frame is not read yet
     else:
         v.add("extra", f"bytes at {where(pos)} that IN does not have",
               out_frame=sb.find_seg(pos), in_frame=sa.find_seg(pos, nominal=True),

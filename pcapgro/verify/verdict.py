@@ -23,13 +23,23 @@ class Verdict:
         self.notes = []
         self.ahead = {"tcp": 0, "udp": 0}   # packets GRO rejected that overtook (not problems)
         self.seconds = 0.0
+        # (stream, position, problem) of holes whose next OUT frame was not
+        # read yet when their window closed: named by a later window
+        # (window.Comparer._close), so the name does not depend on how far
+        # tshark's OUT output had come
+        self.unnamed = []
 
     def add(self, kind, message, out_frame=None, in_frame=None, stream=None):
+        """Count a problem and keep it (the first MAX_PROBLEMS); returns its
+        dict, or None when it is beyond them."""
         self.problems_total += 1
         self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
-        if len(self.problems) < MAX_PROBLEMS:
-            self.problems.append({"kind": kind, "out_frame": out_frame, "in_frame": in_frame,
-                                  "stream": stream, "message": message})
+        if len(self.problems) >= MAX_PROBLEMS:
+            return None
+        p = {"kind": kind, "out_frame": out_frame, "in_frame": in_frame,
+             "stream": stream, "message": message}
+        self.problems.append(p)
+        return p
 
     @property
     def status(self):

@@ -233,12 +233,28 @@ class Comparer:
         args = (pair.base(),) if pair.proto == "tcp" else ()
         if cmp(self.v, self.csum, wa, wb, pair.name, *args, content=not pair.failed):
             pair.failed = True
+        if self.v.unnamed and wb is not None:
+            self._name_holes(pair.name, wb)
         for f in pair.flows:
             if f is not None and pair.failed and (wa is None or wb is None):
                 f.dropped = True            # missing / extra stream: keep nothing more
                 f.pending.clear()
                 f.pending_bytes = 0
         self._acks(pair)
+
+    def _name_holes(self, name, wb):
+        """Name the holes of stream ``name`` reported before their next OUT
+        frame was read (Verdict.unnamed) by the OUT frame of window ``wb``
+        that starts first after each: the frame that follows the hole, as
+        when it is in the hole's own window."""
+        left = []
+        for u in self.v.unnamed:
+            fr = wb.find_seg(u[1], after=True) if u[0] == name else None
+            if fr is None:
+                left.append(u)
+            else:
+                u[2]["out_frame"] = fr
+        self.v.unnamed = left
 
     def _acks(self, pair, final=False):
         a, b = pair.flows
