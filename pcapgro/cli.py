@@ -16,6 +16,7 @@ SIGTERM (partial output removed; a live capture ends normally instead).  Never a
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import signal
 import stat
@@ -653,7 +654,17 @@ def main(argv=None):
     """Console entry point: runs :data:`cli` and maps every error to one
     stderr line and an exit status (never a traceback).  SIGTERM is handled
     like Ctrl-C (partial output removed), with exit status 143; closed
-    standard streams are handled by :func:`_fill_closed_std_fds`."""
+    standard streams are handled by :func:`_fill_closed_std_fds`.
+
+    Run as the program (``argv`` None: the console script, ``python -m
+    pcapgro.cli``), it first freezes the cyclic GC's objects
+    (:func:`gc.freeze`): what the imports made lives until exit anyway,
+    and neither the run's collections nor the interpreter's at exit then
+    walk it (~6 ms of every command).  Every file is still closed by the
+    job itself; a caller passing ``argv`` (a test, in its own process)
+    keeps its GC as it is."""
+    if argv is None:
+        gc.freeze()
     _fill_closed_std_fds()
     _install_signal_handlers()
     try:

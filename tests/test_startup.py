@@ -1,10 +1,13 @@
-"""What a command imports: its fixed cost.
+"""What a command imports and how it leaves the cyclic GC: its fixed cost.
 
 A command's start-up is mostly imports, so each module a command does not
 need stays out of it: these tests run the command in a fresh interpreter
 and look at what it added to ``sys.modules`` (what the interpreter's own
 start-up, ``site`` and an editable install's finder, imported before is not
-counted).  No timings: what is checked is what the time went into.
+counted).  Run as the program, a command freezes what its imports made
+(:func:`gc.freeze`), so that no collection, the interpreter's at exit
+included, walks it.  No timings: what is checked is what the time went
+into.
 """
 
 import ast
@@ -97,3 +100,13 @@ def test_split_verify_ports_without_importing_gso_first():
                      "assert j.SPLIT_VXLAN_PORTS == (4789, 8472), j.SPLIT_VXLAN_PORTS\n"
                      "assert j.SPLIT_GENEVE_PORTS == (6081,), j.SPLIT_GENEVE_PORTS")
     assert "pcapgro.gso.tunnel" in added
+
+
+def test_the_program_freezes_what_its_imports_made(tmp_path):
+    # run as the program: the imports' objects are out of the GC's sight
+    # (neither the run's collections nor those at exit walk them)
+    r = run_program("merge", "-q", SAMPLES / "udp4-fwd-wire.pcap", tmp_path / "o.pcap")
+    assert r["status"] == 0 and r["frozen"] > 1000 and r["gc"]
+    # called with argv (a test, a program of its own): its GC is left alone
+    r = run_program(argv=["merge", "-q", SAMPLES / "udp4-fwd-wire.pcap", tmp_path / "p.pcap"])
+    assert r["status"] == 0 and r["frozen"] == 0 and r["gc"]
