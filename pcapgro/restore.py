@@ -71,7 +71,6 @@ import re
 import sys
 import zlib
 from collections import deque
-from urllib.parse import quote, unquote_to_bytes
 
 from .capture import _stream
 from .capture.pcapng import epb_packet, ns_to_ts
@@ -296,8 +295,12 @@ def _meta_items(meta):
         items.append(f"b{meta.block}")
     if meta.flags is not None:
         items.append(f"f{meta.flags}")
-    for c in meta.comments:
-        items.append("c" + quote(c.encode("utf-8", "surrogateescape"), safe=""))
+    if meta.comments:
+        # here: urllib.parse (and the ipaddress it imports) was ~2 ms of
+        # every start-up, and only packets with comments need it
+        from urllib.parse import quote
+        for c in meta.comments:
+            items.append("c" + quote(c.encode("utf-8", "surrogateescape"), safe=""))
     for code, v in meta.options:
         items.append(f"o{code}.{bytes(v).hex()}")
     return ",".join(items)
@@ -327,6 +330,7 @@ def _meta_decode(items):
         elif k == "f":
             flags = _uint(v, 1 << 32)
         elif k == "c":
+            from urllib.parse import quote, unquote_to_bytes
             b = unquote_to_bytes(v)
             if quote(b, safe="") != v:
                 raise ValueError(f"bad comment encoding {v[:40]!r}")

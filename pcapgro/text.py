@@ -11,7 +11,6 @@ table prints them), singular nouns for one ("1 flow"), and lines of at most
 """
 
 import re
-import textwrap
 
 __all__ = ["WIDTH", "num", "count", "fit"]
 
@@ -51,6 +50,7 @@ def fit(lines, width=WIDTH):
         lead = " " * (len(line) - len(body))
         label = _LABEL.match(line)
         more = " " * len(label.group(0)) if label else lead + _CONTINUATION
+        import textwrap     # here: ~1 ms of start-up, for long lines only
         out += textwrap.wrap(body, width=width, initial_indent=lead, subsequent_indent=more,
                              break_long_words=False, break_on_hyphens=False)
     return out

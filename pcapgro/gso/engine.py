@@ -39,7 +39,6 @@ Memory: one packet of lookahead (plus up to 64 non-packet events read
 after it), and per TCP flow its SYN MSS and largest segment size.
 """
 
-import ipaddress
 import struct
 
 from ..capture._stream import warn
@@ -80,6 +79,7 @@ class _Flow:
 
 def _name(src, dst, sport, dport):
     """'a:sport > b:dport' ('[a]:...' for IPv6) of 4- or 16-byte addresses."""
+    import ipaddress        # here, once per flow: ~1 ms of start-up otherwise
     a = ipaddress.ip_address(bytes(src))
     b = ipaddress.ip_address(bytes(dst))
     if a.version == 6:

@@ -26,13 +26,28 @@ from . import files
 from .options import (CALIBRATE_OPTIONS, MERGE_OPTIONS, SPLIT_OPTIONS, TUNNEL_OPTIONS,
                       check_merge, check_split,
                       gro_config, gso_config, resolve)
-from ..gso.tunnel import UDP_TUNNEL_PORTS
 from .run import Job, Report
 
-SPLIT_VXLAN_PORTS = tuple(p for p, k in UDP_TUNNEL_PORTS.items() if k == "vxlan")
-SPLIT_GENEVE_PORTS = tuple(p for p, k in UDP_TUNNEL_PORTS.items() if k == "geneve")
-
 __all__ = ["merge", "split", "verify", "calibrate", "plan_merge", "plan_split", "Report", "Job"]
+
+
+def _split_tunnel_ports():
+    """``{"vxlan_ports": (...), "geneve_ports": (...)}``: the UDP ports on
+    which split cuts super-frames inside VXLAN and Geneve
+    (:data:`pcapgro.gso.tunnel.UDP_TUNNEL_PORTS`)."""
+    from ..gso.tunnel import UDP_TUNNEL_PORTS
+    return {f"{kind}_ports": tuple(p for p, k in UDP_TUNNEL_PORTS.items() if k == kind)
+            for kind in ("vxlan", "geneve")}
+
+
+def __getattr__(name):
+    """``SPLIT_VXLAN_PORTS`` and ``SPLIT_GENEVE_PORTS`` (tuples of UDP
+    ports, from :data:`pcapgro.gso.tunnel.UDP_TUNNEL_PORTS`), made when
+    first asked for: importing :mod:`pcapgro.gso` for them was ~7 ms of
+    every command's start-up (merge without ``--gso`` needs none of it)."""
+    if name in ("SPLIT_VXLAN_PORTS", "SPLIT_GENEVE_PORTS"):
+        return _split_tunnel_ports()[name[len("SPLIT_"):].lower()]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def merge(src, dst, *, out_format=None, verify=False, progress=None, note=None, **options):
@@ -206,8 +221,7 @@ def plan_split(src, dst, *, out_format=None, verify=False, explicit=False, **opt
     check_split(values, given)
     # split cuts super-frames inside VXLAN and Geneve on their standard
     # ports (pcapgro.gso.tunnel): verify looks inside the same ones
-    after = _verify_after(src, dst, tunnels=dict(vxlan_ports=SPLIT_VXLAN_PORTS,
-                                                 geneve_ports=SPLIT_GENEVE_PORTS)) if verify else None
+    after = _verify_after(src, dst, tunnels=_split_tunnel_ports()) if verify else None
     return Job(src, dst, _split_build(values, src), out_format, after)
 
 

@@ -3,7 +3,6 @@ input; IN/OUT clobbering refused; the statistics file written as OUT is."""
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 
@@ -115,6 +114,7 @@ def write_stats(path, stats):
     when complete (a link's target; a device or FIFO directly), so a full
     disk or a failure never leaves a cut or empty file.
     Raises UnusableInput ("cannot write PATH: why")."""
+    import json     # here: only --stats needs it (~1.5 ms of every start-up)
     data = (json.dumps(stats, indent=2) + "\n").encode()
     real, f, tmp, _ = _open_out(path)
     try:
