@@ -535,6 +535,27 @@ flow_key(struct chunk *ch, const unsigned char *d, int rev)
     return k;
 }
 
+/* the SYN MSS options that bound a segment of flow fl (NULL: not seen
+ * yet) in frame d: the peer flow's (*ps; *peer whether that flow is
+ * known) and its own (*fs); 0 where there is none; 0, or -1 with an
+ * exception */
+static int
+syn_mss_of(struct chunk *ch, const unsigned char *d, PyObject *fl, long *ps, long *fs,
+           int *peer)
+{
+    PyObject *pk = flow_key(ch, d, 1);
+    if (pk == NULL)
+        return -1;
+    PyObject *pf = PyDict_GetItemWithError(ch->flows, pk);
+    Py_DECREF(pk);
+    if (pf == NULL && PyErr_Occurred())
+        return -1;
+    *peer = pf != NULL;
+    *ps = pf ? flow_attr(pf, "syn_mss") : 0;
+    *fs = fl ? flow_attr(fl, "syn_mss") : 0;
+    return (*ps < 0 || *fs < 0) && PyErr_Occurred() ? -1 : 0;
+}
+
 /* the segment size of a super-frame's flow as engine.GSOSplitter._tcp_mss
  * chooses it for such a record (no recorded gso_size: pcap has none): *how one of SRC_*; 0 when the general path decides (a size
  * from the MTU rule below TCP_MIN_GSO_SIZE); -1 with an exception */
@@ -548,17 +569,12 @@ choose_mss(struct chunk *ch, const unsigned char *d, PyObject *fl, Py_ssize_t th
         return 1;
     }
     Py_ssize_t opt = thl - 20;
-    PyObject *pk = flow_key(ch, d, 1);
-    if (pk == NULL)
+    long ps, fs;
+    int peer;
+    if (syn_mss_of(ch, d, fl, &ps, &fs, &peer) < 0)
         return -1;
-    PyObject *peer = PyDict_GetItemWithError(ch->flows, pk);
-    Py_DECREF(pk);
-    if (peer == NULL && PyErr_Occurred())
-        return -1;
-    long ps = peer ? flow_attr(peer, "syn_mss") : 0;
-    long fs = fl ? flow_attr(fl, "syn_mss") : 0;
     long lg = fl ? flow_attr(fl, "largest") : 0;
-    if ((ps < 0 || fs < 0 || lg < 0) && PyErr_Occurred())
+    if (lg < 0 && PyErr_Occurred())
         return -1;
     if (peer && ps - opt >= TCP_MIN_GSO_SIZE)
         *mss = ps - opt, *how = SRC_SYN;
@@ -718,16 +734,9 @@ beyond_mss(struct chunk *ch, PyObject *fl, const unsigned char *d, Py_ssize_t op
 {
     if (ch->cfg_mss)
         return P > ch->cfg_mss;
-    PyObject *pk = flow_key(ch, d, 1);
-    if (pk == NULL)
-        return -1;
-    PyObject *peer = PyDict_GetItemWithError(ch->flows, pk);
-    Py_DECREF(pk);
-    if (peer == NULL && PyErr_Occurred())
-        return -1;
-    long ps = peer ? flow_attr(peer, "syn_mss") : 0;
-    long fs = fl ? flow_attr(fl, "syn_mss") : 0;
-    if ((ps < 0 || fs < 0) && PyErr_Occurred())
+    long ps, fs;
+    int peer;
+    if (syn_mss_of(ch, d, fl, &ps, &fs, &peer) < 0)
         return -1;
     if (peer && ps - opt >= TCP_MIN_GSO_SIZE)
         return P > ps - opt;

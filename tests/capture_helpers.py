@@ -36,10 +36,18 @@ def all_captures(suffixes=(".pcap", ".pcapng")):
 HAVE_TSHARK = shutil.which("tshark") is not None
 
 
-def run_cli(*args, input=None, check=None):
-    """Run ``python -m pcapgro.cli ARGS``; returns CompletedProcess (bytes)."""
+def run_cli(*args, input=None, check=None, no_c=None):
+    """Run ``python -m pcapgro.cli ARGS``; returns CompletedProcess (bytes).
+    ``no_c``: True forces the Python reference (PCAPGRO_NO_C=1), False the
+    compiled path (PCAPGRO_NO_C unset), None leaves the environment as it is."""
+    env = None
+    if no_c is not None:
+        env = dict(os.environ)
+        env.pop("PCAPGRO_NO_C", None)
+        if no_c:
+            env["PCAPGRO_NO_C"] = "1"
     p = subprocess.run([sys.executable, "-m", "pcapgro.cli", *map(str, args)],
-                       input=input, capture_output=True, cwd=REPO)
+                       input=input, capture_output=True, cwd=REPO, env=env)
     if check is not None:
         assert p.returncode == check, (p.returncode, p.stderr.decode())
     return p

@@ -15,13 +15,10 @@ compiled loop, and the command line (pcap and pcapng in and out).
 """
 
 import io
-import os
-import subprocess
-import sys
 
 import pytest
 
-from capture_helpers import REPO
+from capture_helpers import run_cli
 from pcapgro import pipeline
 from pcapgro.capture import open_reader
 from pcapgro.capture.pcap import PcapReader, PcapWriter
@@ -128,24 +125,30 @@ def test_engine_process(name, pkts, want, kind):
 def test_pcap_pipeline(name, pkts, want, compiled):
     # pcap chunks: the compiled core (pcap output of the same format), or
     # the reference path
+    f = io.BytesIO()
+    calls = _through(PcapReader(io.BytesIO(_pcap_bytes(pkts))), PcapWriter(f), compiled)
+    assert _got(PcapReader(io.BytesIO(f.getvalue()))) == want
+    assert bool(calls) == (compiled and cfast.available())
+
+
+def _through(reader, writer, compiled):
+    """Run reader through a GRO engine into writer (closed after); returns
+    the interfaces of the chunks the compiled loop was given."""
     calls = []
     orig = cfast.CEngine.run
 
     def counting(self, eng, lb, start=0):
-        calls.append(start)
+        calls.append(getattr(lb, "iface", 0))
         return orig(self, eng, lb, start)
 
     eng = GROEngine(GROConfig(annotate=False, compiled=compiled))
-    f = io.BytesIO()
-    w = PcapWriter(f)
     cfast.CEngine.run = counting
     try:
-        pipeline.run(PcapReader(io.BytesIO(_pcap_bytes(pkts))), w, eng.process)
-        w.close()
+        pipeline.run(reader, writer, eng.process)
+        writer.close()
     finally:
         cfast.CEngine.run = orig
-    assert _got(PcapReader(io.BytesIO(f.getvalue()))) == want
-    assert bool(calls) == (compiled and cfast.available())
+    return calls
 
 
 def _cli(tmp_path, data, ext, *args, no_c=False):
@@ -154,13 +157,7 @@ def _cli(tmp_path, data, ext, *args, no_c=False):
     outs = {}
     for fmt in ("pcap", "pcapng"):
         dst = tmp_path / f"out-{fmt}"
-        env = dict(os.environ)
-        env.pop("PCAPGRO_NO_C", None)
-        if no_c:
-            env["PCAPGRO_NO_C"] = "1"
-        r = subprocess.run([sys.executable, "-m", "pcapgro.cli", "merge", "-q", "-F", fmt,
-                            *args, str(src), str(dst)], capture_output=True, cwd=REPO, env=env)
-        assert r.returncode == 0, r.stderr.decode()
+        run_cli("merge", "-q", "-F", fmt, *args, src, dst, check=0, no_c=no_c)
         outs[fmt] = _got(open_reader(dst))
     return outs
 
@@ -291,13 +288,7 @@ def test_mixed_resolutions_cli(name, pkts, want, hsh, no_c, tmp_path):
     res = int(name.rsplit("_", 1)[1], 16)
     src, dst = tmp_path / "in.pcapng", tmp_path / "out.pcapng"
     src.write_bytes(_mixed_pcapng(res, pkts))
-    env = dict(os.environ)
-    env.pop("PCAPGRO_NO_C", None)
-    if no_c:
-        env["PCAPGRO_NO_C"] = "1"
-    r = subprocess.run([sys.executable, "-m", "pcapgro.cli", "merge", "-q", "--hash", hsh,
-                        str(src), str(dst)], capture_output=True, cwd=REPO, env=env)
-    assert r.returncode == 0, r.stderr.decode()
+    run_cli("merge", "-q", "--hash", hsh, src, dst, check=0, no_c=no_c)
     got = _got_if(open_reader(dst))
     assert got == want
     assert all(a[1] <= b[1] for a, b in zip(got, got[1:]))     # never back in time
@@ -314,21 +305,8 @@ def test_mixed_resolutions_compiled_loop_stamps_on_its_tick():
             + [_on(seg(k, t1, ACK | PSH if k == n - 1 else ACK), 0) for k in range(n)])
     want = [(1, t1 + 456_789, 1), (0, t1 + MS, n)]
     for compiled in (True, False):
-        calls = []
-        orig = cfast.CEngine.run
-
-        def counting(self, eng, lb, start=0):
-            calls.append(lb.iface)
-            return orig(self, eng, lb, start)
-
-        eng = GROEngine(GROConfig(annotate=False, compiled=compiled))
         f = io.BytesIO()
-        w = PcapngWriter(f)
-        cfast.CEngine.run = counting
-        try:
-            pipeline.run(PcapngReader(io.BytesIO(_mixed_pcapng(3, pkts)), b""), w, eng.process)
-            w.close()
-        finally:
-            cfast.CEngine.run = orig
+        calls = _through(PcapngReader(io.BytesIO(_mixed_pcapng(3, pkts)), b""), PcapngWriter(f),
+                         compiled)
         assert _got_if(PcapngReader(io.BytesIO(f.getvalue()), b"")) == want
         assert calls == ([0] if compiled and cfast.available() else [])

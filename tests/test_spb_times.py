@@ -18,10 +18,7 @@ the time of the packet before it.
 """
 
 import io
-import os
 import struct
-import subprocess
-import sys
 
 import pytest
 
@@ -93,19 +90,19 @@ def _bulk(as_spb, times_as_spb):
     return b"".join(blocks)
 
 
-def _merge(tmp_path, data, fmt, no_c, tag):
+def _run(tmp_path, cmd, data, fmt, no_c, tag):
+    """The packets of ``pcapgro CMD -q -F fmt`` run on pcapng ``data``
+    (compiled, or the reference with ``no_c``), as Packet objects."""
     src = tmp_path / f"in-{tag}.pcapng"
     src.write_bytes(data)
     dst = tmp_path / f"out-{tag}.{fmt}"
-    env = dict(os.environ)
-    env.pop("PCAPGRO_NO_C", None)
-    if no_c:
-        env["PCAPGRO_NO_C"] = "1"
-    r = subprocess.run([sys.executable, "-m", "pcapgro.cli", "merge", "-q", "-F", fmt,
-                        "--csum", "kernel", str(src), str(dst)],
-                       capture_output=True, cwd=REPO, env=env)
-    assert r.returncode == 0, r.stderr.decode()
-    return [(p.ts, p.data, p.orig_len) for p in open_reader(dst) if type(p) is Packet]
+    run_cli(*cmd, "-q", "-F", fmt, src, dst, check=0, no_c=no_c)
+    return [p for p in open_reader(dst) if type(p) is Packet]
+
+
+def _merge(tmp_path, data, fmt, no_c, tag):
+    return [(p.ts, p.data, p.orig_len)
+            for p in _run(tmp_path, ("merge", "--csum", "kernel"), data, fmt, no_c, tag)]
 
 
 @pytest.mark.parametrize("no_c", [False, True], ids=["compiled", "reference"])
@@ -184,18 +181,8 @@ def _split_input(as_spb):
 
 
 def _split(tmp_path, data, fmt, no_c, tag):
-    src = tmp_path / f"in-{tag}.pcapng"
-    src.write_bytes(data)
-    dst = tmp_path / f"out-{tag}.{fmt}"
-    env = dict(os.environ)
-    env.pop("PCAPGRO_NO_C", None)
-    if no_c:
-        env["PCAPGRO_NO_C"] = "1"
-    r = subprocess.run([sys.executable, "-m", "pcapgro.cli", "split", "-q", "-F", fmt,
-                        str(src), str(dst)], capture_output=True, cwd=REPO, env=env)
-    assert r.returncode == 0, r.stderr.decode()
     return [(p.ts, p.data, p.orig_len, p.meta is not None and p.meta.block == BLOCK_SPB)
-            for p in open_reader(dst) if type(p) is Packet]
+            for p in _run(tmp_path, ("split",), data, fmt, no_c, tag)]
 
 
 @pytest.mark.parametrize("no_c", [False, True], ids=["compiled", "reference"])
@@ -220,19 +207,9 @@ def test_merge_gso_sends_spb_segments_at_the_aggregate_time(tmp_path, no_c, whic
     would read back with the time of the packet before it), so the output
     reads back exactly as that of the same capture with it as an EPB at the
     time before it (a packet sent at its own time stays an SPB)."""
-    outs = {}
-    for tag, data in (("spb", _bulk(set(which), False)), ("epb", _bulk(set(which), True))):
-        src, dst = tmp_path / f"in-{tag}.pcapng", tmp_path / f"out-{tag}.pcapng"
-        src.write_bytes(data)
-        env = dict(os.environ)
-        env.pop("PCAPGRO_NO_C", None)
-        if no_c:
-            env["PCAPGRO_NO_C"] = "1"
-        r = subprocess.run([sys.executable, "-m", "pcapgro.cli", "merge", "-q", "--gso",
-                            str(src), str(dst)], capture_output=True, cwd=REPO, env=env)
-        assert r.returncode == 0, r.stderr.decode()
-        outs[tag] = [(p.ts, p.data, p.orig_len, p.meta is not None and p.meta.block == BLOCK_SPB)
-                     for p in open_reader(dst) if type(p) is Packet]
+    outs = {tag: [(p.ts, p.data, p.orig_len, p.meta is not None and p.meta.block == BLOCK_SPB)
+                  for p in _run(tmp_path, ("merge", "--gso"), data, "pcapng", no_c, tag)]
+            for tag, data in (("spb", _bulk(set(which), False)), ("epb", _bulk(set(which), True)))}
     assert [x[:3] for x in outs["spb"]] == [x[:3] for x in outs["epb"]]
     assert len(outs["spb"]) == 100
     if which == (301,):         # inside an aggregate: sent at its time, an EPB
