@@ -46,7 +46,7 @@ from ..errors import DamagedInput, UnusableInput
 from ..fcs import ETH_FCS, InterfaceFCS, refresh_fcs, with_fcs
 from ..linklayer import ETH_P_IP, network_layer
 from ..checksum import checksum, fold, ones_sum, pseudo_sum_v4, pseudo_sum_v6
-from ..record import BLOCK_EPB, BLOCK_SPB, EPB_FLAG_TSO, Packet, PacketMeta, Section
+from ..record import EPB_FLAG_TSO, Packet, PacketMeta, Section
 from ..restore import own_comment, recorded_gso_size
 from . import cseg, ipv4, ipv6, tcp, tunnel, udp
 from .config import TCP_MIN_GSO_SIZE, GSOConfig
@@ -698,20 +698,13 @@ class GSOSplitter:
         with its own FCS when the interface has one; pcapng metadata: the
         first segment keeps the comments that are not pcapgro's own; EPB
         flags lose "TCP segmentation offloaded" (and "checksum not ready"
-        on computed checksums) and are not written when that leaves 0.
-        The segments of a Simple Packet Block are EPBs: an SPB has no time
-        (the reader gives it the time of the packet before it), its
-        segments have their own, as an aggregate an SPB starts in merge
-        has (one frame, the packet fixed in place, stays an SPB)."""
+        on computed checksums) and are not written when that leaves 0."""
         ts = pkt.ts
         meta = pkt.meta
         if meta is not None:
             # pcapgro's own comments (aggregate note, restore records) describe
             # the packet as merge wrote it, not its segments: they go
             comments = [c for c in meta.comments if not own_comment(c)]
-            block = meta.block
-            if block == BLOCK_SPB and len(frames) > 1:
-                block = BLOCK_EPB
         iface = pkt.iface
         lt = pkt.linktype
         out = []
@@ -730,7 +723,7 @@ class GSOSplitter:
                         flags &= ~EPB_FLAG_CSUM_NOT_READY
                 if not flags:
                     flags = None            # no flags option for 0
-                m = PacketMeta(block, comments if k == 0 else [],
+                m = PacketMeta(meta.block, comments if k == 0 else [],
                                flags, list(meta.options))
             append(Packet(ts + k * step, d, ol, iface, lt, m))
         return out
