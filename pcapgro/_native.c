@@ -793,31 +793,6 @@ static void count_aggregate(Engine *e, const Agg *a)
     e->hist[e->hist_n++] = a->count;
 }
 
-/* the time a packet completed at t (>= last, the latest time written) is
- * stamped with: one its interface's timestamps hold (the input's: what the
- * loop holds is of the records in hand), the latest not after t, or the
- * first after t when that one is before last (pcapng.tick_bounds) */
-static int64_t on_tick(const Engine *e, int64_t t, int64_t last)
-{
-    int64_t rel = t - e->in_off, lo;
-    if (rel <= 0 || e->in_fine || e->in_bin >= 30)
-        return t;               /* every ns is a tick's (or before the offset) */
-    if (e->in_bin) {
-        int k = e->in_bin;
-        uint64_t c = ng_bin_ticks(rel, k);      /* the first tick at or after t */
-        int64_t hi = (int64_t)(((unsigned __int128)c * 1000000000) >> k);
-        if (hi == rel)
-            return t;
-        lo = (int64_t)(((unsigned __int128)(c - 1) * 1000000000) >> k) + e->in_off;
-        return lo >= last ? lo : hi + e->in_off;
-    }
-    int64_t r = rel % e->in_mul;
-    if (!r)
-        return t;
-    lo = t - r;
-    return lo >= last ? lo : lo + e->in_mul;
-}
-
 static void complete(Engine *e, int slot, int reason, int64_t t)
 {
     Agg *a = &e->aggs[slot];
@@ -825,10 +800,8 @@ static void complete(Engine *e, int slot, int reason, int64_t t)
     e->used[slot] = 0;
     e->nheld--;
     e->flush[reason]++;
-    int64_t last = e->last_out_ts;
-    if (t < last)
-        t = last;
-    t = on_tick(e, t, last);
+    if (t < e->last_out_ts)
+        t = e->last_out_ts;
     e->last_out_ts = t;
     /* the headers as written (completed below for an aggregate; IPv6 BIG
      * TCP: ins bytes of jumbo Hop-by-Hop header inserted) */

@@ -210,56 +210,20 @@ def test_gso_forward_keeps_passed_times(tmp_path):
 
 
 # ---------------------------------------------------------------------------
-# interfaces of different timestamp resolutions (pcapng): a held packet is
-# stamped with a time its own interface holds -- the latest not after its
-# completion time, or the first after it when that one would come before a
-# packet already written -- so that the times read back, in file order,
-# never go back (tcpdump, editcap -S, tcpreplay).  Interface 0 counts in ms
-# (if_tsresol 3) or in 2**-10 s (if_tsresol 0x8A), interface 1 in ns.
+# interfaces of different timestamp resolutions (pcapng): interface 0 counts
+# in ms (if_tsresol 3), interface 1 in ns.  A held packet of interface 0
+# completed at interface 1's time (the poll ended by its packet) is written
+# on interface 0's tick at or before that time, as the input's own records
+# of that interface are: it reads back earlier than the packet before it, by
+# less than one tick.  Stamping it on the next tick instead (tried in
+# session 13) moved the jump onto the packets after it, by up to a whole
+# tick (a 1 s interface: ~1 s back), which is worse.
 
 MS = 10**6
-C = Flow(4, src="10.0.0.3", dst="10.0.0.2", sport=3000, dport=2000, ipid="inc")
 
 
 def _on(p, iface):
     return Packet(p.ts, p.data, p.orig_len, iface, p.linktype)
-
-
-def _mixed(res):
-    """(name, packets, expected (interface, time, segments) per packet out,
-    hash) with interface 0 of if_tsresol ``res`` (T is on its ticks)."""
-    def at(n):                          # the time of interface 0's tick n after T
-        return T + (n * MS if res == 3 else (n * S) >> 10)
-    return [
-        # A's aggregate is completed at the poll end, the time of the last
-        # packet taken (interface 1's pure ACK, 456,789 ns after A's tick):
-        # interface 0 holds the next tick, not the one before the ACK
-        (f"poll_end_{res:#x}",
-         [_on(seg(0, at(1)), 0), _on(seg(1, at(1)), 0), _on(seg(2, at(1)), 0),
-          _on(ack(at(1) + 456_789), 1), _on(seg(3, at(20)), 0)],
-         [(1, at(1) + 456_789, 1), (0, at(2), 3), (0, at(20), 1)],
-         "flow"),
-        # interface 0's clock still reads its tick after interface 1's ACK:
-        # the aggregate is completed at that (earlier) time, raised to the
-        # ACK's, then to interface 0's next tick
-        (f"after_finer_{res:#x}",
-         [_on(ack(at(1) + 456_789), 1), _on(seg(0, at(1)), 0), _on(seg(1, at(1)), 0),
-          _on(seg(2, at(1), ACK | PSH), 0)],
-         [(1, at(1) + 456_789, 1), (0, at(2), 3)],
-         "flow"),
-        # one bucket (--hash none): A (interface 0) is completed first, at
-        # interface 0's next tick; C's aggregate (interface 1) after it is
-        # stamped no earlier than that
-        (f"coarse_then_fine_{res:#x}",
-         [_on(seg(0, at(1)), 0), _on(seg(1, at(1)), 0),
-          _on(C.pkt(0, 100, ts=at(1) + 100_000), 1), _on(C.pkt(100, 100, ts=at(1) + 200_000), 1),
-          _on(ack(at(1) + 300_000), 1), _on(ack(at(40)), 1)],
-         [(1, at(1) + 300_000, 1), (0, at(2), 2), (1, at(2), 2), (1, at(40), 1)],
-         "none"),
-    ]
-
-
-MIXED = _mixed(3) + _mixed(0x8A)
 
 
 def _mixed_pcapng(res, pkts):
@@ -270,43 +234,12 @@ def _mixed_pcapng(res, pkts):
     return f.getvalue()
 
 
-def _got_if(out):
-    return [(p.iface, p.ts, _segments(p)) for p in out if type(p) is Packet]
-
-
-@pytest.mark.parametrize("name,pkts,want,hsh", MIXED, ids=[c[0] for c in MIXED])
-def test_mixed_resolutions_engine(name, pkts, want, hsh):
-    res = int(name.rsplit("_", 1)[1], 16)
-    eng = GROEngine(GROConfig(compiled=False, hash=hsh))
-    evs = [Section(), Interface(1, 262144, res), Interface(1, 262144, 9)] + pkts
-    assert _got_if(eng.process(evs)) == want
-
-
 @pytest.mark.parametrize("no_c", [False, True], ids=["compiled", "reference"])
-@pytest.mark.parametrize("name,pkts,want,hsh", MIXED, ids=[c[0] for c in MIXED])
-def test_mixed_resolutions_cli(name, pkts, want, hsh, no_c, tmp_path):
-    res = int(name.rsplit("_", 1)[1], 16)
+def test_mixed_resolutions_coarse_aggregate_on_its_tick(no_c, tmp_path):
+    pkts = [_on(seg(0, T + MS), 0), _on(seg(1, T + MS), 0), _on(seg(2, T + MS), 0),
+            _on(ack(T + MS + 456_789), 1), _on(seg(3, T + 20 * MS), 0)]
     src, dst = tmp_path / "in.pcapng", tmp_path / "out.pcapng"
-    src.write_bytes(_mixed_pcapng(res, pkts))
-    run_cli("merge", "-q", "--hash", hsh, src, dst, check=0, no_c=no_c)
-    got = _got_if(open_reader(dst))
-    assert got == want
-    assert all(a[1] <= b[1] for a, b in zip(got, got[1:]))     # never back in time
-
-
-def test_mixed_resolutions_compiled_loop_stamps_on_its_tick():
-    """The compiled loop completes the aggregate itself: its run of
-    interface 0's EPBs (a lazy chunk: MIN_CHUNK of them or more) starts after
-    interface 1's ACK, as in ``after_finer``."""
-    from pcapgro.capture.pcapng import MIN_CHUNK, PcapngReader
-    n = MIN_CHUNK + 2
-    t1 = T + MS
-    pkts = ([_on(ack(t1 + 456_789), 1)]
-            + [_on(seg(k, t1, ACK | PSH if k == n - 1 else ACK), 0) for k in range(n)])
-    want = [(1, t1 + 456_789, 1), (0, t1 + MS, n)]
-    for compiled in (True, False):
-        f = io.BytesIO()
-        calls = _through(PcapngReader(io.BytesIO(_mixed_pcapng(3, pkts)), b""), PcapngWriter(f),
-                         compiled)
-        assert _got_if(PcapngReader(io.BytesIO(f.getvalue()), b"")) == want
-        assert calls == ([0] if compiled and cfast.available() else [])
+    src.write_bytes(_mixed_pcapng(3, pkts))
+    run_cli("merge", "-q", src, dst, check=0, no_c=no_c)
+    got = [(p.iface, p.ts, _segments(p)) for p in open_reader(dst) if type(p) is Packet]
+    assert got == [(1, T + MS + 456_789, 1), (0, T + MS, 3), (0, T + 20 * MS, 1)]

@@ -104,39 +104,6 @@ def ns_to_ts(tsresol, tsoffset):
     return 0, off, conv
 
 
-def tick_bounds(tsresol, tsoffset):
-    """The times an interface's timestamps can hold, for a time produced
-    rather than read (a GRO aggregate stamped when it is handed up, which
-    may be another interface's packet's time): ``None`` when every ns is
-    one (a resolution of 1 ns or finer), else ``bounds(ns) -> (lo, hi)``,
-    the latest time the interface holds at or before ``ns`` and the first
-    at or after it (both ``ns`` when it holds ``ns``, and for a time before
-    its if_tsoffset).  tsresol: the if_tsresol byte; tsoffset: seconds."""
-    mul, off, conv = ts_to_ns(tsresol, tsoffset)
-    if conv is None:
-        if mul == 1:
-            return None
-
-        def bounds(ns):
-            if ns <= off:
-                return ns, ns
-            lo = ns - (ns - off) % mul
-            return lo, (lo if lo == ns else lo + mul)
-        return bounds
-    k = getattr(conv, "binary", None)
-    if k is None or k >= 30:        # 2**-30 s < 1 ns: every ns is a tick's
-        return None
-    inv = ns_to_ts(tsresol, tsoffset)[2]
-
-    def bounds(ns):
-        if ns <= off:
-            return ns, ns
-        c = inv(ns)                 # the first tick at or after ns
-        hi = conv(c)
-        return (ns, ns) if hi == ns else (conv(c - 1), hi)
-    return bounds
-
-
 def parse_options(buf, start, end, bo, pos=0):
     """Parse a pcapng option list ``buf[start:end]`` in byte order ``bo``.
 

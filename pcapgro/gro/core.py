@@ -32,10 +32,6 @@ class NAPI:
         out:         events handed up since the caller last took them.
         last_out_ts: the latest time written in this section, ns: held
                      packets completed are stamped no earlier.
-        ticks:       per interface of this section, what its timestamps
-                     hold (:func:`pcapgro.capture.pcapng.tick_bounds`, None:
-                     every ns): a completed packet is stamped with a time
-                     its interface holds.
         limit:       gro_max_size, bytes (exclusive).
         idx:         input index of the packet in hand.
         last_ts:     arrival time of the last packet taken, ns, or None.
@@ -51,7 +47,6 @@ class NAPI:
         self.buckets = [[] for _ in range(GRO_HASH_BUCKETS)]
         self.out = []
         self.last_out_ts = 0
-        self.ticks = []
         self.jiffy_ns = 1_000_000_000 // self.cfg.hz
         self.limit = self.cfg.gro_max_size
         self.idx = 0
@@ -151,27 +146,15 @@ class NAPI:
     def complete(self, agg, reason, t):
         """Complete a held packet (napi_gro_complete) and hand it up at time
         ``t`` (ns), or at ``last_out_ts`` (the latest time written) if ``t``
-        is earlier, on a tick of its interface (``ticks``: the latest not
-        after that time, else the first after it); counted under Flush
-        ``reason``."""
+        is earlier; counted under Flush ``reason``."""
         agg.bucket.remove(agg)
         del self.flows[agg.key]
         agg.held = False
         agg.ended = reason
         st = self.stats
         st.flush[reason] += 1
-        last = self.last_out_ts
-        if t < last:
-            t = last
-        ticks = self.ticks
-        iface = agg.head.pkt.iface
-        if iface < len(ticks) and ticks[iface] is not None:
-            # a time its interface's timestamps hold (another interface's
-            # packet can have ended the poll): the latest one not after t,
-            # or the first after it when that one is before a packet
-            # already handed up (written, it would go back in time)
-            lo, hi = ticks[iface](t)
-            t = lo if lo >= last else hi
+        if t < self.last_out_ts:
+            t = self.last_out_ts
         self.last_out_ts = t
         if agg.count == 1:
             st.singles += 1

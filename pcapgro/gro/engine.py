@@ -17,7 +17,6 @@ configuration, else the reference path through the offload table.
 from bisect import bisect_left
 import copy
 
-from ..capture.pcapng import tick_bounds
 from ..errors import DamagedInput
 from ..linklayer import network_layer
 from .. import restore
@@ -180,11 +179,8 @@ class GROEngine(NAPI):
                         self.flush_all(Flush.SECTION_END, self.last_ts or 0)
                         # a new section's times do not depend on an earlier one's
                         self.last_out_ts = 0
-                        self.ticks = []
-                    elif type(ev) is Interface:
-                        self.ticks.append(tick_bounds(ev.tsresol, ev.tsoffset))
-                        if self.cfg.annotate:
-                            ev = restore.note_snaplen(ev, self.limit)
+                    elif type(ev) is Interface and self.cfg.annotate:
+                        ev = restore.note_snaplen(ev, self.limit)
                     elif self.cfg.annotate:
                         # a block (NRB, ISB, custom) written ahead of held
                         # packets: the next packet written says where it goes
