@@ -366,7 +366,7 @@ class Forwarder:
                 self._splitters.clear()
             s = self._splitters[key] = GSOSplitter(
                 GSOConfig(mss=g, gso_size=g, fixed_id=fixed, mtu=65535, link_rate=0,
-                          complete_csum=False, annotate=True))
+                          complete_csum=False, annotate=True, from_skb=True))
         return s
 
     def _forward(self, p):

@@ -464,3 +464,20 @@ def test_input_gso_from_an_earlier_merge():
                              "gso_size 1200", "pcapgro-restore v1 i=3 t=5"])
     assert input_gso(m) == GSOInfo("udp", True, 1200, 7)
     assert input_gso(PacketMeta(comments=["note"])) is None and input_gso(None) is None
+
+
+@pytest.mark.parametrize("size", range(1, 8))
+def test_segments_below_tcp_min_gso_size_are_forwarded(size):
+    """An aggregate of 1..7-byte segments has a gso_size below
+    TCP_MIN_GSO_SIZE (8), which bounds only what a sender picks
+    (tcp_output.c); tcp_gso_segment cuts any gso_size.  merge --gso used to
+    stop the whole run with "--mss N: must be at least 8" (found by the
+    session-13 tester): it now forwards them, as the same segments with
+    the TTL one lower and valid checksums."""
+    from pktbuild import Flow
+    f = Flow(4, ipid="inc")
+    inp = [f.pkt(k * size, size, ts=1_000_000 + k * 1000) for k in range(6)]
+    out, st = forward(inp, GROConfig())
+    assert [bytes(p.data) for p in out] == [normalized(bytes(p.data), ttl(bytes(p.data)) - 1)
+                                            for p in inp]
+    assert all(ip_ok(bytes(p.data)) and l4_ok(bytes(p.data)) for p in out)

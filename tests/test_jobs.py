@@ -132,7 +132,7 @@ def test_verify_and_the_readme_example(tmp_path):
 
 @pytest.mark.parametrize("table,cls,internal", [
     (MERGE_OPTIONS, GROConfig, {"compiled", "annotate"}),
-    (SPLIT_OPTIONS, GSOConfig, {"link_rate", "complete_csum", "annotate"})])
+    (SPLIT_OPTIONS, GSOConfig, {"link_rate", "complete_csum", "annotate", "from_skb"})])
 def test_every_config_field_has_one_option(table, cls, internal):
     """Each configuration field the user can set is set by exactly one
     option, and the options' defaults give the configuration's defaults."""

@@ -48,6 +48,10 @@ class GSOConfig:
                     captures) gets the valid value its NIC writes on the
                     wire; every other passed packet stays byte-identical.
                     False = pass everything byte-identical.
+        from_skb:   mss and gso_size are an skb's gso_size (merge --gso
+                    forwarding an aggregate), not options: any size from 1
+                    (tcp_gso_segment takes any gso_size; TCP_MIN_GSO_SIZE
+                    bounds only what a sender picks, tcp_output.c).
         annotate:   clear the pcapng "TCP segmentation offloaded" EPB flag
                     (bit 11) and, on segments with a computed checksum, the
                     "checksum not ready" flag (bit 9) of segments.  (Segments
@@ -55,7 +59,8 @@ class GSOConfig:
                     restore record, of the packet they are cut from.)
 
     Raises (on construction):
-        UnusableInput: mss / gso_size < 8, mtu < 68, negative link_rate.
+        UnusableInput: mss / gso_size < 8 (< 1 with from_skb), mtu < 68,
+            negative link_rate.
     """
 
     mss: Optional[int] = None
@@ -65,15 +70,17 @@ class GSOConfig:
     link_rate: int = 10_000_000_000
     complete_csum: bool = True
     annotate: bool = True
+    from_skb: bool = False
 
     def __post_init__(self):
         self.mtu_explicit = self.mtu is not None
         if self.mtu is None:
             self.mtu = 1500
-        if self.mss is not None and not (TCP_MIN_GSO_SIZE <= self.mss <= 0xFFFFFF):
-            raise UnusableInput(f"--mss {self.mss}: must be at least {TCP_MIN_GSO_SIZE}")
-        if self.gso_size is not None and not (TCP_MIN_GSO_SIZE <= self.gso_size <= 0xFFFF):
-            raise UnusableInput(f"--gso-size {self.gso_size}: must be 8..65535")
+        least = 1 if self.from_skb else TCP_MIN_GSO_SIZE
+        if self.mss is not None and not (least <= self.mss <= 0xFFFFFF):
+            raise UnusableInput(f"--mss {self.mss}: must be at least {least}")
+        if self.gso_size is not None and not (least <= self.gso_size <= 0xFFFF):
+            raise UnusableInput(f"--gso-size {self.gso_size}: must be {least}..65535")
         if self.mtu < MIN_MTU:
             raise UnusableInput(f"--mtu {self.mtu}: must be at least {MIN_MTU}")
         if self.link_rate < 0:
