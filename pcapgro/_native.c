@@ -3190,7 +3190,7 @@ done:
 
 static PyMethodDef module_methods[] = {
     {"sum16", py_sum16, METH_VARARGS,
-     "sum16(data, simd=True) -> one's-complement sum of data mod 0xFFFF (tests; simd False: the scalar loop only)"},
+     "sum16(data[, simd]) -> one's-complement sum of data mod 0xFFFF (tests; simd False: the scalar loop only)"},
     {"records", py_records, METH_VARARGS,
      "records(buf, pos, end, hl, bigendian) -> (recs, pos, cl): the classic pcap "
      "record walk of PcapReader._chunks"},
