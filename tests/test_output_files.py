@@ -4,7 +4,6 @@ FIFOs are written directly, and a job never overwrites its own input."""
 
 import errno
 import os
-import re
 import stat
 import tempfile
 import threading
@@ -13,7 +12,6 @@ import pytest
 
 from builders import pcap, pkt
 from capture_helpers import run_cli
-import pcapgro.capture
 from pcapgro.capture import open_writer, open_reader, same_file
 from pcapgro.record import Packet, Section, Interface
 
@@ -130,43 +128,10 @@ def test_unwritable_directory_never_writes_in_place(tmp_path, monkeypatch):
 
     def no_temp(*a, **k):
         raise PermissionError(errno.EACCES, "Permission denied")
-    monkeypatch.setattr(pcapgro.capture, "_mkstemp", no_temp)
+    monkeypatch.setattr(tempfile, "mkstemp", no_temp)
     with pytest.raises(Exception, match="Permission denied"):
         open_writer(out, "pcap")
     assert out.read_bytes() == b"old contents"
-
-
-def test_temp_file_made_as_tempfile_makes_it(tmp_path):
-    """OUT's temp file (pcapgro.capture._mkstemp: tempfile.mkstemp without
-    importing tempfile) is named and opened as tempfile.mkstemp does it."""
-    fd, path = pcapgro.capture._mkstemp(str(tmp_path), ".o.pcap.", ".part")
-    os.close(fd)
-    tfd, tpath = tempfile.mkstemp(dir=tmp_path, prefix=".o.pcap.", suffix=".part")
-    os.close(tfd)
-    for p in (path, tpath):
-        assert os.path.dirname(p) == str(tmp_path)
-        assert re.fullmatch(r"\.o\.pcap\.[a-z0-9_]{8}\.part", os.path.basename(p))
-    assert stat.S_IMODE(os.stat(path).st_mode) == stat.S_IMODE(os.stat(tpath).st_mode) == 0o600
-    assert path != tpath
-
-
-def test_temp_file_never_takes_an_existing_name(tmp_path, monkeypatch):
-    """A name that exists (a file, a link, a dangling link) is never opened:
-    the next one is tried, and after _TMP_MAX taken ones FileExistsError."""
-    draws = iter([bytes(8)] * 3 + [b"\x01" * 8])
-    monkeypatch.setattr(os, "urandom", lambda n: next(draws))
-    first = tmp_path / ".o.aaaaaaaa.part"           # the name 8 zero bytes give
-    first.write_bytes(b"keep")
-    fd, path = pcapgro.capture._mkstemp(str(tmp_path), ".o.", ".part")
-    os.close(fd)
-    assert os.path.basename(path) != first.name and first.read_bytes() == b"keep"
-    first.unlink()
-    first.symlink_to(tmp_path / "elsewhere")        # dangling: never created through
-    draws = iter([bytes(8)] * 3)
-    monkeypatch.setattr(pcapgro.capture, "_TMP_MAX", 3)
-    with pytest.raises(FileExistsError):
-        pcapgro.capture._mkstemp(str(tmp_path), ".o.", ".part")
-    assert not (tmp_path / "elsewhere").exists()
 
 
 def test_write_protected_out_refused(small, tmp_path, monkeypatch):

@@ -22,10 +22,10 @@ Writers: ``write(event)``, ``write_batch(events)``, ``close()``,
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import sys
+import tempfile
 
 from ..errors import UnusableInput
 from ._stream import read_head
@@ -231,7 +231,8 @@ def _open_out(path):
         raise UnusableInput(f"cannot write {path}: Permission denied")
     d = os.path.dirname(real)
     try:
-        fd, tmp = _mkstemp(d, "." + os.path.basename(real) + ".", ".part")
+        fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(real) + ".",
+                                   suffix=".part")
     except OSError as e:
         # never written in place: a failure or an interrupt would leave a
         # half-written capture where a good one was
@@ -251,37 +252,6 @@ def _open_out(path):
     except OSError:
         pass
     return real, os.fdopen(fd, "wb", buffering=0), tmp, False
-
-
-# tempfile.mkstemp's: 8 of these characters between prefix and suffix, the
-# file created exclusively, never through a link, readable by its owner only
-_TMP_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789_"
-_TMP_FLAGS = (os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-              | getattr(os, "O_BINARY", 0))
-_TMP_MAX = 10000         # names tried (tempfile.TMP_MAX)
-
-
-def _mkstemp(d, prefix, suffix):
-    """``tempfile.mkstemp(dir=d, prefix=prefix, suffix=suffix)``, made as it
-    makes it (a new file ``prefix`` + 8 random characters of ``[a-z0-9_]``
-    + ``suffix`` in directory ``d``, opened O_EXCL|O_NOFOLLOW with mode 0600,
-    another name tried while one exists) without importing :mod:`tempfile`:
-    with the shutil, random, bz2 and lzma it imports, ~4 ms of the start-up
-    of every command that writes a file.  Returns (descriptor, path).
-    Raises OSError."""
-    d = os.path.abspath(d)
-    for _ in range(_TMP_MAX):
-        n = int.from_bytes(os.urandom(8), "little")
-        name = []
-        for _ in range(8):
-            n, k = divmod(n, len(_TMP_CHARS))
-            name.append(_TMP_CHARS[k])
-        path = os.path.join(d, prefix + "".join(name) + suffix)
-        try:
-            return os.open(path, _TMP_FLAGS, 0o600), path
-        except FileExistsError:
-            continue
-    raise FileExistsError(errno.EEXIST, "No usable temporary file name found")
 
 
 def _unlink(p):
