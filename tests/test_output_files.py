@@ -231,3 +231,15 @@ def test_out_through_dev_fd_links_to_pipes(small, tmp_path):
     assert got == p.stdout
     p = run_cli("merge", "-q", small, "", check=2)
     assert b"empty file name" in p.stderr
+
+
+def test_out_name_of_255_bytes_written(small, tmp_path):
+    """An OUT name the file system takes (255 bytes, NAME_MAX) is written:
+    its temp file's name carries only the first 240 bytes of it (the temp
+    name adds 15), found by the session-13 tester (a 250-character name was
+    refused with "File name too long")."""
+    for name in ("a" * 250 + ".pcap", "é" * 125 + ".pcap"):
+        out = tmp_path / name
+        r = run_cli("merge", "-q", small, out)
+        assert r.returncode == 0, r.stderr.decode()
+        assert out.stat().st_size > 0 and not [p for p in tmp_path.iterdir() if p.name.endswith(".part")]

@@ -231,7 +231,10 @@ def _open_out(path):
         raise UnusableInput(f"cannot write {path}: Permission denied")
     d = os.path.dirname(real)
     try:
-        fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(real) + ".",
+        # the temp name adds 15 characters ("." + 8 random + ".part"): the
+        # name in it is cut so that an OUT name the file system takes (up to
+        # 255 bytes) still has a temp name it takes
+        fd, tmp = tempfile.mkstemp(dir=d, prefix="." + _name_head(os.path.basename(real)) + ".",
                                    suffix=".part")
     except OSError as e:
         # never written in place: a failure or an interrupt would leave a
@@ -252,6 +255,13 @@ def _open_out(path):
     except OSError:
         pass
     return real, os.fdopen(fd, "wb", buffering=0), tmp, False
+
+
+def _name_head(name, limit=240):
+    """The first ``limit`` bytes (file system encoding) of ``name``: the
+    part of OUT's name its temp file's name carries (255 bytes, NAME_MAX,
+    less the 15 the temp name adds)."""
+    return os.fsdecode(os.fsencode(name)[:limit])
 
 
 def _unlink(p):
