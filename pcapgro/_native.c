@@ -387,6 +387,7 @@ typedef struct {
     uint64_t flush[F_N], pass[P_N], verified, seed, singles, aggregates, segs;
     uint64_t csum_bad, skip_l3, skip_cut;    /* csum.verify: bad, skipped_l3_flush,
                                                 skipped_truncated */
+    uint64_t skip_udp0;     /* csum.verify: skipped_udp_zero */
     uint64_t cut_aggs, cut_left;             /* GROStats.note_cut */
     uint64_t kind_aggs[K_N], kind_segs[K_N];  /* aggregates, segs by kind */
     uint32_t *hist;
@@ -2335,15 +2336,18 @@ static int parse_record(const Engine *e, const uint8_t *buf, Py_ssize_t blen,
 /* csum.verify's verdict on a segment it does not sum (no cblock): an L3
  * flush of its own IP level, a segment cut by a snaplen, or a UDP datagram
  * without a checksum (counted as skipped: l3_flush when either level of a
- * tunnel has the L3 flush) */
+ * tunnel has the L3 flush, else truncated when cut, else udp_zero) */
 static int csum_skipped(Engine *e, const Seg *g, int count)
 {
-    if (!(g->cflush || g->n < g->orig || (g->udp && !g->ucsum)))
+    int cut = g->n < g->orig;
+    if (!(g->cflush || cut || (g->udp && !g->ucsum)))
         return 0;
     if (count && g->flush_l3)
         e->skip_l3++;
-    else if (count)
+    else if (count && (cut || g->cflush))
         e->skip_cut++;
+    else if (count)
+        e->skip_udp0++;
     return 1;
 }
 
@@ -2662,7 +2666,7 @@ static PyObject *nonzero_pairs(const uint64_t *a, int n)
 /* stats() -> (flush counts, pass counts, verified, seed, singles, aggregates,
  * segments, hist list, aggregates by kind, segments by kind, checksums bad,
  * skipped_l3_flush, skipped_truncated, aggregates cut by a snaplen, bytes
- * they left out); the counts by reason and by kind as nonzero_pairs
+ * they left out, skipped_udp_zero); the counts by reason and by kind as nonzero_pairs
  * (index: FLUSH_NAMES, PASS_NAMES, KIND_NAMES; a kind with aggregates has
  * segments, so both lists have the same indexes); resets them */
 static PyObject *Engine_stats(Engine *e, PyObject *unused)
@@ -2672,20 +2676,21 @@ static PyObject *Engine_stats(Engine *e, PyObject *unused)
         return NULL;
     for (size_t k = 0; k < e->hist_n; k++)
         PyList_SET_ITEM(hi, (Py_ssize_t)k, PyLong_FromUnsignedLong(e->hist[k]));
-    PyObject *r = Py_BuildValue("NNKKKKKNNNKKKKK", nonzero_pairs(e->flush, F_N),
+    PyObject *r = Py_BuildValue("NNKKKKKNNNKKKKKK", nonzero_pairs(e->flush, F_N),
                                 nonzero_pairs(e->pass, P_N), (unsigned long long)e->verified,
                                 (unsigned long long)e->seed, (unsigned long long)e->singles,
                                 (unsigned long long)e->aggregates, (unsigned long long)e->segs, hi,
                                 nonzero_pairs(e->kind_aggs, K_N),
                                 nonzero_pairs(e->kind_segs, K_N), (unsigned long long)e->csum_bad,
                                 (unsigned long long)e->skip_l3, (unsigned long long)e->skip_cut,
-                                (unsigned long long)e->cut_aggs, (unsigned long long)e->cut_left);
+                                (unsigned long long)e->cut_aggs, (unsigned long long)e->cut_left,
+                                (unsigned long long)e->skip_udp0);
     if (!r)
         return NULL;
     memset(e->flush, 0, sizeof e->flush);
     memset(e->pass, 0, sizeof e->pass);
     e->verified = e->seed = e->singles = e->aggregates = e->segs = 0;
-    e->csum_bad = e->skip_l3 = e->skip_cut = e->cut_aggs = e->cut_left = 0;
+    e->csum_bad = e->skip_l3 = e->skip_cut = e->skip_udp0 = e->cut_aggs = e->cut_left = 0;
     memset(e->kind_aggs, 0, sizeof e->kind_aggs);
     memset(e->kind_segs, 0, sizeof e->kind_segs);
     e->hist_n = 0;

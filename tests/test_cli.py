@@ -93,7 +93,7 @@ def test_stats_documented_keys_always_present(tmp_path):
     p = run_cli("merge", "--stats", "-", wire, tmp_path / "o.pcap", check=0)
     g = json.loads(p.stdout)["gro"]
     assert g["checksums"] == {"verified": 1109, "bad": 0, "seed": 0, "skipped_truncated": 0,
-                              "skipped_l3_flush": 0}
+                              "skipped_l3_flush": 0, "skipped_udp_zero": 0}
     assert g["by_kind"] == {"tcp": {"aggregates": 29, "segments": 1080},
                             "tcp_fraglist": ZERO, "udp": ZERO, "udp_fraglist": ZERO}
     err = p.stderr.decode()
@@ -103,7 +103,7 @@ def test_stats_documented_keys_always_present(tmp_path):
                 KERNEL / "udp4-fwd-wire.pcap", tmp_path / "u.pcap", check=0)
     g = json.loads(p.stdout)["gro"]
     assert g["checksums"] == dict.fromkeys(("verified", "bad", "seed", "skipped_truncated",
-                                            "skipped_l3_flush"), 0)
+                                            "skipped_l3_flush", "skipped_udp_zero"), 0)
     assert g["by_kind"]["tcp"] == g["by_kind"]["udp_fraglist"] == ZERO
     assert g["by_kind"]["udp"]["aggregates"] > 0
 

@@ -517,6 +517,23 @@ def test_inner_udp_flush_and_zero_checksum_in_c():
     pkts += [t.wrap(f.udp(200)) for _ in range(2)]
     st = _c_same(rl._stamp(pkts), udp="gro", **VX)
     assert st["pass_reasons"]["udp_zero_csum"] == 1
+    # not summed: counted as a datagram without a checksum, not as cut
+    assert st["checksums"]["skipped_udp_zero"] == 1 and not st["checksums"]["skipped_truncated"]
+
+
+@pytest.mark.parametrize("fam", [4, 6])
+def test_udp_zero_checksum_counted_as_such(fam):
+    """A UDP datagram whose checksum field is 0 is not summed, counted as
+    skipped_udp_zero (it was counted as skipped_truncated: the session-13
+    tester), in the compiled core as in the reference; IPv6 too (a zero
+    UDP checksum is invalid there, but GRO passes it the same way)."""
+    f = Flow(fam, ipid="inc")
+    z = f.udp(200)
+    at = 14 + (20 if fam == 4 else 40) + 6
+    pkts = [f.udp(200), rl._poke(z, at, b"\0\0", ip_fix=False), f.udp(200)]
+    st = _c_same(rl._stamp(pkts), udp="gro")
+    assert st["checksums"]["skipped_udp_zero"] == 1
+    assert st["checksums"]["verified"] == 2 and not st["checksums"]["skipped_truncated"]
 
 
 @pytest.mark.parametrize("kind,tkw", CUT_KINDS, ids=str)

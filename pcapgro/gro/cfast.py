@@ -307,7 +307,7 @@ class CEngine:
         counts by reason, kind and gap come as (index, count) pairs of the
         nonzero ones."""
         (flush, passed, verified, seed, singles, aggs, segs, hist, kind_aggs,
-         kind_segs, bad, skip_l3, skip_cut, cut_aggs, cut_left) = self.c.stats()
+         kind_segs, bad, skip_l3, skip_cut, cut_aggs, cut_left, skip_udp0) = self.c.stats()
         for k, v in flush:
             st.flush[FLUSH_CODES[k]] += v
         for k, v in passed:
@@ -322,6 +322,8 @@ class CEngine:
             st.csum["skipped_l3_flush"] += skip_l3
         if skip_cut:
             st.csum["skipped_truncated"] += skip_cut
+        if skip_udp0:
+            st.csum["skipped_udp_zero"] += skip_udp0
         st.singles += singles
         if cut_aggs:
             st.cut_aggregates += cut_aggs

@@ -21,6 +21,17 @@ def seed(caddr, cextra):
     return fold(ones_sum(caddr) + cextra)
 
 
+def _skipped(seg):
+    """Why ``seg`` is not summed (no cblock), as a GROStats.csum key: an L3
+    flush, a payload cut by the snaplen, or else a UDP datagram without a
+    checksum (udp_gro_receive_segment passes those: ``udp_zero_csum``)."""
+    if seg.flush_l3:
+        return "skipped_l3_flush"
+    if len(seg.pkt.data) < seg.pkt.orig_len or seg.proto != 17 or seg.ucsum:     # 17: UDP
+        return "skipped_truncated"
+    return "skipped_udp_zero"
+
+
 def verify(seg, csum, at):
     """The checksum verdict for Seg ``seg`` whose checksum field is at byte
     ``at`` of its packet, counted in Counter ``csum`` (GROStats.csum).
@@ -31,7 +42,7 @@ def verify(seg, csum, at):
         the snaplen), or Pass.BAD_TCP_CSUM / Pass.BAD_UDP_CSUM.
     """
     if seg.cblock is None:
-        csum["skipped_l3_flush" if seg.flush_l3 else "skipped_truncated"] += 1
+        csum[_skipped(seg)] += 1
         return seg
     if (ones_sum(seg.cblock) + seg.cextra) % 0xFFFF == 0:
         csum["verified"] += 1

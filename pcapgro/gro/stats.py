@@ -9,7 +9,8 @@ __all__ = ["GROStats", "CHECKSUM_KEYS", "KINDS"]
 
 # The fixed keys of the JSON statistics (README "Statistics"): always
 # present, 0 when nothing was counted, so that readers can index them.
-CHECKSUM_KEYS = ("verified", "bad", "seed", "skipped_truncated", "skipped_l3_flush")
+CHECKSUM_KEYS = ("verified", "bad", "seed", "skipped_truncated", "skipped_l3_flush",
+                 "skipped_udp_zero")
 KINDS = ("tcp", "tcp_fraglist", "udp", "udp_fraglist")
 
 
@@ -28,7 +29,8 @@ class GROStats:
         hist:        Counter segments-per-aggregate -> aggregates.
         csum:        Counter (:data:`CHECKSUM_KEYS`): verified, bad, seed
                      (pseudo-header seed trusted), skipped_truncated,
-                     skipped_l3_flush; with verification off
+                     skipped_l3_flush, skipped_udp_zero (a UDP datagram
+                     without a checksum); with verification off
                      (``--no-verify-csum``) nothing is counted.
         cut_aggregates: aggregates holding a segment cut by the snaplen
                      (written with the payload contiguous from the start).
