@@ -171,3 +171,19 @@ def restore_in_process(src, out, restorer, each=None, nanosecond=False):
     finally:
         rd.close()
     wr.close()
+
+
+def merged_bytes(reader, writer_cls, **cfg):
+    """(output bytes, GROEngine) of a GROEngine(GROConfig(**cfg)) run over
+    ``reader`` (pipeline.run) into ``writer_cls`` on a real temporary file,
+    so that the writer flushes with os.writev as merge does."""
+    import tempfile
+    from pcapgro import pipeline
+    from pcapgro.gro import GROConfig, GROEngine
+    eng = GROEngine(GROConfig(**cfg))
+    with tempfile.TemporaryFile() as f:
+        w = writer_cls(f)
+        pipeline.run(reader, w, eng.process)
+        w.close()
+        f.seek(0)
+        return f.read(), eng

@@ -30,16 +30,15 @@ options):
 import io
 import random
 import struct
-import tempfile
 
 import pytest
 
-from pcapgro import pipeline
 from pcapgro.capture.pcap import PcapWriter
 from pcapgro.capture.pcapng import PcapngReader, PcapngWriter
-from pcapgro.gro import GROConfig, GROEngine, cfast
+from pcapgro.gro import cfast
 from pcapgro.record import Packet
 
+from capture_helpers import merged_bytes
 from pktbuild import ACK, Flow
 from test_cfast_passes import CONFIGS, T0, US, _cut_traffic, mixed
 
@@ -127,13 +126,9 @@ def _pcapng(pkts, seed, bo="<", share=0.4, n_ifs=1, burst=50, only=None, ifaces=
 
 def _merge(data, compiled, annotate, writer=PcapngWriter, **cfg):
     """(output bytes, stats, py_records) of merge over pcapng ``data``."""
-    eng = GROEngine(GROConfig(annotate=annotate, compiled=compiled, **cfg))
-    with tempfile.TemporaryFile() as f:
-        w = writer(f)
-        pipeline.run(PcapngReader(io.BytesIO(data)), w, eng.process)
-        w.close()
-        f.seek(0)
-        return f.read(), eng.stats.to_dict(), eng.py_records
+    out, eng = merged_bytes(PcapngReader(io.BytesIO(data)), writer, annotate=annotate,
+                            compiled=compiled, **cfg)
+    return out, eng.stats.to_dict(), eng.py_records
 
 
 def _same(data, annotate, writer=PcapngWriter, **cfg):

@@ -17,17 +17,16 @@ import io
 import random
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
 
-from pcapgro import pipeline
 from pcapgro.capture.pcap import PcapReader, PcapWriter
 from pcapgro.capture.pcapng import PcapngWriter
-from pcapgro.gro import GROConfig, GROEngine, cfast
+from pcapgro.gro import cfast
 from pcapgro.record import Packet
 
+from capture_helpers import merged_bytes
 from pktbuild import ACK, Flow, arp_frame, frag6
 from test_live import ROOT_OK, netns  # noqa: F401 (the namespaces fixture)
 from test_gro_cfast import Handed
@@ -111,13 +110,10 @@ def _merge(pkts, compiled, annotate, **cfg):
     classic pcap; to pcap, or annotated pcapng."""
     src = io.BytesIO()
     _write(pkts, src)
-    eng = GROEngine(GROConfig(annotate=annotate, compiled=compiled, **cfg))
-    with tempfile.TemporaryFile() as f:
-        w = PcapngWriter(f) if annotate else PcapWriter(f)
-        pipeline.run(PcapReader(io.BytesIO(src.getvalue())), w, eng.process)
-        w.close()
-        f.seek(0)
-        return f.read(), eng.stats.to_dict(), eng
+    out, eng = merged_bytes(PcapReader(io.BytesIO(src.getvalue())),
+                            PcapngWriter if annotate else PcapWriter, annotate=annotate,
+                            compiled=compiled, **cfg)
+    return out, eng.stats.to_dict(), eng
 
 
 CONFIGS = [dict(), dict(verify_csum=False), dict(csum="kernel"), dict(udp="gro"),
@@ -236,13 +232,10 @@ def test_real_capture_with_arp_and_icmp_merges_in_c(netns, tmp_path):
         _write(pkts, src)
         outs = []
         for compiled in (True, False):
-            eng = GROEngine(GROConfig(annotate=annotate, compiled=compiled))
-            with tempfile.TemporaryFile() as f:
-                w = PcapngWriter(f) if annotate else PcapWriter(f)
-                pipeline.run(PcapReader(io.BytesIO(src.getvalue())), w, eng.process)
-                w.close()
-                f.seek(0)
-                outs.append((f.read(), eng.stats.to_dict(), eng))
+            out, eng = merged_bytes(PcapReader(io.BytesIO(src.getvalue())),
+                                    PcapngWriter if annotate else PcapWriter,
+                                    annotate=annotate, compiled=compiled)
+            outs.append((out, eng.stats.to_dict(), eng))
         (got, got_st, eng), (ref, ref_st, _) = outs
         assert eng.py_records == 0
         assert (got, got_st) == (ref, ref_st)
@@ -361,13 +354,10 @@ def test_epbs_with_options(cfg, to_pcapng):
     data = _ng_input(pkts, 5)
     outs = []
     for compiled in (False, True):
-        eng = GROEngine(GROConfig(annotate=to_pcapng, compiled=compiled, **cfg))
-        with tempfile.TemporaryFile() as f:
-            w = PcapngWriter(f) if to_pcapng else PcapWriter(f)
-            pipeline.run(PcapngReader(io.BytesIO(data)), w, eng.process)
-            w.close()
-            f.seek(0)
-            outs.append((f.read(), eng.stats.to_dict(), eng.py_records))
+        out, eng = merged_bytes(PcapngReader(io.BytesIO(data)),
+                                PcapngWriter if to_pcapng else PcapWriter,
+                                annotate=to_pcapng, compiled=compiled, **cfg)
+        outs.append((out, eng.stats.to_dict(), eng.py_records))
     (ref, ref_st, _), (got, got_st, py) = outs
     assert (got, got_st) == (ref, ref_st)
     assert py == 0

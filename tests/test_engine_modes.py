@@ -7,17 +7,15 @@ annotated pcapng, the compiled core and fast paths taking what they handle
 reference (general path only, no compiled core)."""
 
 import io
-import tempfile
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from pcapgro import pipeline
 from pcapgro.capture.pcap import PcapReader, PcapWriter
 from pcapgro.capture.pcapng import PcapngWriter
-from pcapgro.gro import GROConfig, GROEngine
 from pcapgro.record import Interface, Packet, Section
 
+from capture_helpers import merged_bytes
 from test_gro_cfast import rule_traffic
 
 MODES = {
@@ -49,13 +47,10 @@ def _pcap(pkts):
 def merged(data, fmt, reference, **cfg):
     """``data`` (pcap bytes) merged to ``fmt``: (output bytes, stats)."""
     extra = dict(compiled=False) if reference else {}
-    eng = GROEngine(GROConfig(annotate=fmt == "pcapng", **extra, **cfg))
-    with tempfile.TemporaryFile() as f:
-        w = PcapWriter(f) if fmt == "pcap" else PcapngWriter(f)
-        pipeline.run(PcapReader(io.BytesIO(data)), w, eng.process)
-        w.close()
-        f.seek(0)
-        return f.read(), eng.stats.to_dict()
+    out, eng = merged_bytes(PcapReader(io.BytesIO(data)),
+                            PcapWriter if fmt == "pcap" else PcapngWriter,
+                            annotate=fmt == "pcapng", **extra, **cfg)
+    return out, eng.stats.to_dict()
 
 
 @pytest.mark.parametrize("fmt", ["pcap", "pcapng"])

@@ -30,6 +30,7 @@ from pcapgro.gro import GROConfig, GROEngine, cfast
 from pcapgro.gro.napi import PollClock
 from pcapgro.record import Interface, Packet, Section
 
+from capture_helpers import merged_bytes
 from pktbuild import (ACK, CWR, FIN, PSH, RST, SYN, URG, Flow, arp_frame, dstopts, frag6, hbh,
                       parse, routing, ts_option)
 from test_gro_plan import traffic
@@ -181,13 +182,9 @@ def _pipe(data, compiled, chunk, min_run, writer, annotate=False, **cfg):
     _stream.CHUNK = chunk
     cfast.MIN_RUN = min_run
     try:
-        eng = GROEngine(GROConfig(annotate=annotate, compiled=compiled, **cfg))
-        with tempfile.TemporaryFile() as f:
-            w = writer(f)
-            pipeline.run(PcapReader(io.BytesIO(data)), w, eng.process)
-            w.close()
-            f.seek(0)
-            return f.read(), eng.stats.to_dict()
+        out, eng = merged_bytes(PcapReader(io.BytesIO(data)), writer, annotate=annotate,
+                                compiled=compiled, **cfg)
+        return out, eng.stats.to_dict()
     finally:
         _stream.CHUNK, cfast.MIN_RUN = old, old_run
 
